@@ -1,0 +1,31 @@
+"""The `tenfold` command: registers each command module's function on one Typer app."""
+
+from __future__ import annotations
+
+import typer
+
+from tenfold.cli import demo
+
+app = typer.Typer(
+    name="tenfold",
+    help="Blackwell numerics you can run today, and planning you can trust.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """tenfold: Blackwell numerics you can run today, and planning you can trust."""
+
+
+app.command(name="demo")(demo.demo)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""NVFP4 (plain reference): E2M1 elements, an E4M3 scale per 16 elements, an fp32 per-tensor scale.
+
+The algorithm of Transformer Engine's `_quantize_blockwise_reference` (reference_nvfp4.py, TE `d0067d0`),
+for 1x16 blocks and for 16x16 blocks (the 2-D weight scaling of arXiv 2509.25149 §4.3):
+
+    g_enc = min(448 * 6 / amax_tensor, FLT_MAX), and 1 if that is 0;  g_dec = 1 / g_enc
+    s_blk = e4m3(clamp(min(amax_block * (g_enc * fp32(1/6)), FLT_MAX), +-448))        (RNE cast)
+    enc   = min(1 / (fp32(s_blk) * g_dec), FLT_MAX)
+    q     = e2m1(clamp(x * enc, +-6))                       (RNE, or stochastic rounding for gradients)
+
+Dequantization follows the GEMM's alpha (TE `qgemm`, torchao `per_tensor_amax_to_scale`):
+x = q * s_blk * (amax_tensor / (448 * 6)).
+
+`min_block_scale` > 0 reproduces torchao's lower clamp of the block scale (2^-6), which TE does not have.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tenfold.formats.codes import decode, encode, pack_fp4, unpack_fp4
+from tenfold.formats.elements import E4M3
+from tenfold.formats.rounding import round_to_grid
+from tenfold.formats.scheme import Scheme
+
+FP4_MAX = 6.0
+FLT_MAX = torch.finfo(torch.float32).max
+
+
+def global_encode_scale(amax: torch.Tensor) -> torch.Tensor:
+    g = torch.clamp(torch.tensor(E4M3.max * FP4_MAX) / amax, max=FLT_MAX)
+    return torch.where(g == 0, torch.ones_like(g), g)
+
+
+def block_scales(amax_blocks: torch.Tensor, g_enc: torch.Tensor, s: Scheme) -> torch.Tensor:
+    """E4M3 block decode scales (as float8_e4m3fn) from the block amaxes."""
+    mult = g_enc * (torch.tensor(1.0) / torch.tensor(FP4_MAX))
+    dec = torch.clamp(amax_blocks * mult, max=FLT_MAX)
+    dec = torch.clamp(dec, min=-E4M3.max, max=E4M3.max)
+    if s.min_block_scale:
+        dec = torch.clamp(dec, min=s.min_block_scale)
+    return dec.to(torch.float8_e4m3fn)
+
+
+def scaled_tiles(
+    t: torch.Tensor, amax_tensor: torch.Tensor, s: Scheme, noise: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tiles (..., nblocks, 16 or 256) -> (on-grid E2M1 values, E4M3 block scales (..., nblocks))."""
+    g_enc = global_encode_scale(amax_tensor)
+    g_dec = torch.tensor(1.0) / g_enc
+    s_blk = block_scales(t.abs().amax(dim=-1), g_enc, s)
+    enc = torch.clamp(torch.tensor(1.0) / (s_blk.to(torch.float32) * g_dec), max=FLT_MAX)
+    q = round_to_grid(t * enc.unsqueeze(-1), s.element, s.rounding, noise)
+    return q, s_blk
+
+
+def quantize_tiles(
+    t: torch.Tensor, amax_tensor: torch.Tensor, s: Scheme, noise: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tiles -> (E2M1 codes, E4M3 block scales)."""
+    q, s_blk = scaled_tiles(t, amax_tensor, s, noise)
+    return encode(q, s.element), s_blk
+
+
+def fake_tiles(
+    t: torch.Tensor, amax_tensor: torch.Tensor, s: Scheme, noise: torch.Tensor | None
+) -> torch.Tensor:
+    """Tiles -> their dequantized values, skipping the codes (the fused fast path's body)."""
+    q, s_blk = scaled_tiles(t, amax_tensor, s, noise)
+    return q * s_blk.to(torch.float32).unsqueeze(-1) * decode_scale(amax_tensor)
+
+
+def decode_scale(amax_tensor: torch.Tensor) -> torch.Tensor:
+    return amax_tensor / (E4M3.max * FP4_MAX)
+
+
+def dequantize_tiles(
+    codes: torch.Tensor, s_blk: torch.Tensor, amax_tensor: torch.Tensor, s: Scheme
+) -> torch.Tensor:
+    return decode(codes, s.element) * s_blk.to(torch.float32).unsqueeze(-1) * decode_scale(amax_tensor)
+
+
+def store(codes_working: torch.Tensor) -> torch.Tensor:
+    return pack_fp4(codes_working)
+
+
+def load(packed: torch.Tensor) -> torch.Tensor:
+    return unpack_fp4(packed)
