@@ -123,6 +123,19 @@ def reciprocal_e8m0(codes: torch.Tensor) -> torch.Tensor:
     return _cached("reciprocal", c.device)[c.to(torch.int64)]
 
 
+def quantization_reciprocal(codes: torch.Tensor, mode: ScaleMode) -> torch.Tensor:
+    """The multiplier applied to a block's elements before rounding them.
+
+    The exact reciprocal 2^(127-c) (OCP: P_i = V_i / X), except that in ``rceil`` mode code 0 uses 1.0:
+    TE's `exp2f_rcp` (transformer_engine/common/util/ptx.cuh) and torchao's RCEIL path return 1 for a
+    biased exponent of 0, so blocks whose amax is at most 448 * 2^-127 quantize unscaled (to zero).
+    """
+    rec = reciprocal_e8m0(codes)
+    if mode == ScaleMode.RCEIL:
+        rec = torch.where(codes == 0, torch.ones_like(rec), rec)
+    return rec
+
+
 def encode_e8m0(values: torch.Tensor) -> torch.Tensor:
     """E8M0 codes of exact powers of two in [2^-127, 2^127] (NaN -> 0xFF); the inverse of decode_e8m0."""
     e_field, mant = _fields(values.to(torch.float32))

@@ -17,6 +17,7 @@ Compiled functions are memoised per scheme (a cache of compiled kernels, not sta
 from __future__ import annotations
 
 import functools
+import types
 import warnings
 from collections.abc import Callable
 
@@ -33,7 +34,9 @@ COMPILE_MIN_NUMEL = 1 << 16
 BACKENDS = ("auto", "reference", "eager", "compiled")
 
 
-def _fused(x: torch.Tensor, s: Scheme, scale: torch.Tensor | None, offset: int) -> torch.Tensor:
+def _fused(
+    x: torch.Tensor, s: Scheme, scale: torch.Tensor | None, offset: int | torch.Tensor
+) -> torch.Tensor:
     """Fake-quantized values of `x`; `scale` overrides the FP8 per-tensor scale (delayed scaling)."""
     xw, t = working_tiles(x, s)
     noise = noise_for(xw, t, s, offset)
@@ -51,9 +54,19 @@ def _fused(x: torch.Tensor, s: Scheme, scale: torch.Tensor | None, offset: int) 
     return from_working(xw, s, tuple(x.shape)).to(x.dtype)
 
 
-@functools.lru_cache(maxsize=128)
-def _compiled(s: Scheme) -> Callable[..., torch.Tensor]:
-    return torch.compile(functools.partial(_fused, s=s), dynamic=None)
+@functools.lru_cache(maxsize=256)
+def _compiled(
+    s: Scheme, shape: tuple[int, ...], dtype: torch.dtype, device: str
+) -> Callable[..., torch.Tensor]:
+    """A static-shape compiled copy of `_fused` for one (scheme, shape, dtype, device).
+
+    Dynamo keeps its cache on the code object, so every key gets its own copy of `_fused`'s code: a
+    second scheme or shape then compiles afresh with static shapes instead of counting as a recompile of
+    one function (which would switch on dynamic shapes, about 2x slower here, and hit the recompile limit).
+    """
+    code = _fused.__code__.replace()
+    fn = types.FunctionType(code, _fused.__globals__, f"_fused_{s.name}")
+    return torch.compile(functools.partial(fn, s=s), dynamic=False)
 
 
 _COMPILE_FAILED: set[Scheme] = set()
@@ -62,7 +75,9 @@ _COMPILE_FAILED: set[Scheme] = set()
 def _run_compiled(x: torch.Tensor, s: Scheme, scale: torch.Tensor | None, offset: int) -> torch.Tensor:
     if s not in _COMPILE_FAILED:
         try:
-            return _compiled(s)(x, scale=scale, offset=offset)
+            fn = _compiled(s, tuple(x.shape), x.dtype, x.device.type)
+            # the offset travels as a tensor so that a new stochastic-rounding offset is not a recompile
+            return fn(x, scale=scale, offset=torch.tensor(offset, dtype=torch.int64, device=x.device))
         except Exception as err:  # compilers can be missing (no C++ toolchain, no Triton)
             _COMPILE_FAILED.add(s)
             warnings.warn(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from tenfold.formats.codes import decode, encode
-from tenfold.formats.rounding import round_to_grid
+from tenfold.formats.rounding import round_to_grid, round_to_grid_fast
 from tenfold.formats.scheme import Scheme
 
 FLT_MAX = torch.finfo(torch.float32).max
@@ -41,7 +41,8 @@ def quantize_tiles(
 
 def fake_tiles(t: torch.Tensor, scale: torch.Tensor, s: Scheme, noise: torch.Tensor | None) -> torch.Tensor:
     """Tiles -> their dequantized values, skipping the codes (the fused fast path's body)."""
-    q = round_to_grid(t * scale.unsqueeze(-1), s.element, s.rounding, noise)
+    rnd = round_to_grid_fast if torch.compiler.is_compiling() else round_to_grid
+    q = rnd(t * scale.unsqueeze(-1), s.element, s.rounding, noise)
     return q * (torch.tensor(1.0, device=scale.device) / scale).unsqueeze(-1)
 
 

@@ -41,7 +41,9 @@ def working_tiles(x: torch.Tensor, s: Scheme) -> tuple[torch.Tensor, torch.Tenso
     return xw, tiles(xw, s)
 
 
-def noise_for(xw: torch.Tensor, t: torch.Tensor, s: Scheme, offset: int) -> torch.Tensor | None:
+def noise_for(
+    xw: torch.Tensor, t: torch.Tensor, s: Scheme, offset: int | torch.Tensor
+) -> torch.Tensor | None:
     """Stochastic-rounding noise indexed by position in the working layout, shaped like the tiles."""
     if s.rounding != Rounding.STOCHASTIC:
         return None

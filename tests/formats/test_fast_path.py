@@ -1,0 +1,75 @@
+"""The compiled fast path of fake_quantize, bit-exact to the plain reference; CPU vs GPU parity."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tenfold.formats import fake, fake_quantize, scheme
+
+from .helpers import same_values
+
+CASES = [
+    ("mxfp8_e4m3", {"scale_mode": "rceil"}),
+    ("mxfp4", {}),
+    ("nvfp4", {"hadamard": True, "rounding": "stochastic", "seed": 9}),
+    ("nvfp4_2d", {}),
+    ("fp8_e4m3_tensor", {}),
+]
+
+
+def adversarial(rows: int, cols: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, cols, generator=g) * torch.exp2(
+        torch.randint(-20, 20, (rows, 1), generator=g).float()
+    )
+    x[0, :40] = 0
+    x[1, 3] = 1e30
+    x[2, 5] = 2.0**-140
+    return x
+
+
+@pytest.mark.parametrize("name,opts", CASES, ids=[c[0] for c in CASES])
+def test_compiled_matches_reference(name, opts):
+    s = scheme(name, **opts)
+    for shape in ((256, 512), (300, 333)):  # the second shape needs padding and exercises dynamic shapes
+        x = adversarial(*shape)
+        ref = fake_quantize(x, s, backend="reference", offset=3)
+        fast = fake_quantize(x, s, backend="compiled", offset=3)
+        assert same_values(ref, fast), name
+    xb = adversarial(256, 512).to(torch.bfloat16)
+    assert same_values(fake_quantize(xb, s, backend="reference"), fake_quantize(xb, s, backend="compiled"))
+
+
+def test_auto_backend_picks_compiled_only_for_large_tensors(monkeypatch):
+    calls = []
+    monkeypatch.setattr(fake, "_run_compiled", lambda x, s, scale, offset: calls.append(x.numel()) or x)
+    s = scheme("mxfp4")
+    fake_quantize(torch.randn(8, 32), s)
+    fake_quantize(torch.randn(fake.COMPILE_MIN_NUMEL // 32, 32), s)
+    assert calls == [fake.COMPILE_MIN_NUMEL]
+
+
+def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no compiler here")
+
+    s = scheme("mxfp8_e5m2", scale_mode="even")
+    monkeypatch.setattr(torch, "compile", broken)
+    fake._compiled.cache_clear()
+    x = torch.randn(64, 64)
+    with pytest.warns(UserWarning, match="torch.compile failed"):
+        y = fake_quantize(x, s, backend="compiled")
+    assert same_values(y, fake_quantize(x, s, backend="reference"))
+    fake._COMPILE_FAILED.discard(s)
+    fake._compiled.cache_clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,opts", CASES, ids=[c[0] for c in CASES])
+def test_cpu_and_gpu_bit_identical(name, opts):
+    s = scheme(name, **opts)
+    x = adversarial(256, 512)
+    cpu = fake_quantize(x, s, backend="reference")
+    for backend in ("reference", "eager", "compiled"):
+        assert same_values(cpu, fake_quantize(x.cuda(), s, backend=backend).cpu()), backend
