@@ -11,6 +11,10 @@ for 1x16 blocks and for 16x16 blocks (the 2-D weight scaling of arXiv 2509.25149
 Dequantization follows the GEMM's alpha (TE `qgemm`, torchao `per_tensor_amax_to_scale`):
 x = q * s_blk * (amax_tensor / (448 * 6)).
 
+Non-finite inputs: a NaN anywhere makes the tensor amax, hence every value, NaN; an Inf keeps codes and
+block scales finite (TE replaces the zero encode scale by 1) but makes the decode scale, hence every
+value, non-finite.
+
 `min_block_scale` > 0 reproduces torchao's lower clamp of the block scale (2^-6), which TE does not have.
 """
 
