@@ -12,8 +12,8 @@ import pytest
 
 from tenfold.perf.validate import default_runs_path, load_cases, validate_training
 
-MAPE_OVERALL = 0.15
-MAPE_HIGH = 0.10
+MAPE_OVERALL = 0.08  # achieved 7.2 % (in-sample; leave-one-out 8.5 %)
+MAPE_HIGH = 0.07  # achieved 6.3 %
 
 
 @pytest.fixture(scope="module")
