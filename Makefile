@@ -51,6 +51,7 @@ format: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/quantize_throughput.py
+	$(BIN)/python benchmarks/search_speed.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tenfold.cli import demo
+from tenfold.cli import demo, estimate, search, validate
 
 app = typer.Typer(
     name="tenfold",
@@ -21,6 +21,9 @@ def _root() -> None:
 
 
 app.command(name="demo")(demo.demo)
+app.add_typer(estimate.app, name="estimate")
+app.add_typer(search.app, name="search")
+app.add_typer(validate.app, name="validate")
 
 
 def main() -> None:

@@ -1,0 +1,101 @@
+"""Shared pieces of the planning commands (`estimate`, `search`, `validate`): rendering and exit codes.
+
+Exit codes: 0 ok, 1 infeasible (no plan fits / the plan cannot run), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tenfold.perf.training import TrainingEstimate
+
+EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    Console(stderr=True).print(f"[red]error:[/red] {message}")
+    return typer.Exit(code)
+
+
+def _clean(x: Any) -> Any:
+    """NaN/inf are not JSON: write them as null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    return x
+
+
+def print_json(obj: dict) -> None:
+    typer.echo(json.dumps(_clean(obj), indent=2))
+
+
+def _fmt(x: float, spec: str) -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def estimate_tables(e: TrainingEstimate) -> list[Table]:
+    """Summary, step-time breakdown and memory tables for one estimate."""
+    head = Table(
+        title=f"{e.model} on {e.num_gpus} x {e.hardware}: {e.layout.describe()} ({e.precision}, {e.software})"
+    )
+    for col in (
+        "step s",
+        "tokens/s/GPU",
+        "model TFLOP/s/GPU",
+        "MFU (bf16 peak)",
+        f"MFU ({e.precision} peak)",
+        "feasible",
+    ):
+        head.add_column(col, justify="right")
+    head.add_row(
+        _fmt(e.step_time_s, ".3f"),
+        _fmt(e.tokens_per_s_per_gpu, ",.0f"),
+        _fmt(e.model_tflops_per_gpu, ",.0f"),
+        _fmt(e.mfu_bf16, ".1%"),
+        _fmt(e.mfu_precision, ".1%"),
+        "yes" if e.feasible else f"[red]no[/red]: {e.reason}",
+    )
+    tables = [head]
+    if e.breakdown is not None:
+        bd = Table(title="step time (exposed seconds per step)")
+        bd.add_column("part")
+        bd.add_column("seconds", justify="right")
+        bd.add_column("share", justify="right")
+        names = ("compute", "tp", "cp", "ep", "pp", "fsdp", "bubble", "dp", "optimizer")
+        labels = (
+            "compute (incl. recompute)",
+            "tensor-parallel comm",
+            "context-parallel comm",
+            "expert all-to-all",
+            "pipeline p2p",
+            "FSDP gathers",
+            "pipeline bubble",
+            "data-parallel comm",
+            "optimizer step",
+        )
+        for n, label in zip(names, labels, strict=True):
+            v = getattr(e.breakdown, f"{n}_s")
+            bd.add_row(label, _fmt(v, ".3f"), _fmt(v / e.step_time_s, ".1%"))
+        bd.add_row(
+            "  of which recompute",
+            _fmt(e.breakdown.recompute_s, ".3f"),
+            _fmt(e.breakdown.recompute_s / e.step_time_s, ".1%"),
+        )
+        tables.append(bd)
+    if e.memory is not None:
+        mt = Table(title="memory per GPU (busiest stage)")
+        mt.add_column("part")
+        mt.add_column("GiB", justify="right")
+        for n in ("weights", "grads", "optimizer", "activations", "other", "total", "capacity"):
+            mt.add_row(n, _fmt(getattr(e.memory, f"{n}_GiB"), ".1f"))
+        tables.append(mt)
+    return tables

@@ -1,0 +1,112 @@
+"""`tenfold search train`: the fastest parallel layouts for a model, a cluster and a global batch."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tenfold.cli._perf_common import EXIT_INFEASIBLE, fail, print_json
+from tenfold.perf.search import search_training
+
+app = typer.Typer(help="Search parallel layouts (training now; inference later).", no_args_is_help=True)
+
+
+@app.callback()
+def _group() -> None:
+    """Search parallel layouts."""
+
+
+@app.command("train")
+def train(
+    model: str = typer.Option(..., "--model", "-m", help="catalog model or a TOML file"),
+    gpu: str = typer.Option(..., "--gpu", "-g", help="catalog accelerator or a TOML file"),
+    num_gpus: int = typer.Option(..., "--num-gpus", "-n", help="GPUs in the cluster"),
+    seq_len: int = typer.Option(..., "--seq-len", help="tokens per sequence"),
+    global_batch: int = typer.Option(..., "--global-batch", help="sequences per optimizer step"),
+    precision: str = typer.Option("bf16", help="bf16 | fp16 | fp8 | mxfp8 | nvfp4"),
+    software: str = typer.Option("megatron-core", help="software stack preset"),
+    top: int = typer.Option(5, help="how many plans to show"),
+    max_vp: int = typer.Option(8, "--max-vp", help="largest virtual-pipeline depth tried"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+) -> None:
+    """Enumerate every (tp, pp, vp, dp, cp, ep, micro-batch, recompute, ZeRO) plan, prune by the layout
+    rules and by memory, rank the rest by step time.
+
+    Example: tenfold search train -m llama3.1-405b -g h100-sxm -n 16384 --seq-len 8192 --global-batch 2048
+
+    Exit codes: 0 found a plan, 1 no plan fits, 2 bad input.
+    """
+    console = Console(stderr=True)
+    try:
+        with Progress(
+            TextColumn("searching"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} (tp, pp, cp)"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=as_json,
+        ) as bar:
+            task = bar.add_task("search", total=None)
+            result = search_training(
+                model,
+                gpu,
+                num_gpus,
+                seq_len=seq_len,
+                global_batch=global_batch,
+                precision=precision,
+                software=software,
+                top_k=top,
+                max_vp=max_vp,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        out = Console()
+        t = Table(
+            title=f"{result.model} on {num_gpus} x {result.hardware}, seq {seq_len}, batch {global_batch}, "
+            f"{result.precision}: best {len(result.top)} of {result.evaluated:,} plans "
+            f"({result.elapsed_s:.2f} s)"
+        )
+        for col in (
+            "#",
+            "layout",
+            "step s",
+            "tokens/s/GPU",
+            "MFU bf16",
+            "compute",
+            "exposed comm",
+            "bubble",
+            "mem GiB",
+        ):
+            t.add_column(col, justify="left" if col == "layout" else "right")
+        for i, e in enumerate(result.top, 1):
+            b = e.breakdown
+            comm = b.tp_s + b.cp_s + b.ep_s + b.pp_s + b.fsdp_s + b.dp_s
+            t.add_row(
+                str(i),
+                e.layout.describe(),
+                f"{e.step_time_s:.3f}",
+                f"{e.tokens_per_s_per_gpu:,.0f}",
+                f"{e.mfu_bf16:.1%}",
+                f"{b.compute_s:.2f}",
+                f"{comm:.2f}",
+                f"{b.bubble_s:.2f}",
+                f"{e.memory.total_GiB:.1f}",
+            )
+        out.print(t)
+        r = Table(
+            title=f"rejected plans by first reason ({result.valid:,} valid, {result.fits:,} fit in memory)"
+        )
+        r.add_column("reason")
+        r.add_column("plans", justify="right")
+        for k, v in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
+            r.add_row(k, f"{v:,}")
+        out.print(r)
+    if not result.top:
+        raise typer.Exit(EXIT_INFEASIBLE)

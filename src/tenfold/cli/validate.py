@@ -1,0 +1,76 @@
+"""`tenfold validate training`: predict published runs with their own layouts and report the error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tenfold.cli._perf_common import fail, print_json
+from tenfold.perf.validate import default_runs_path, validate_training
+
+app = typer.Typer(help="Validate the models against published measurements.", no_args_is_help=True)
+
+
+@app.callback()
+def _group() -> None:
+    """Validate against published measurements."""
+
+
+@app.command("training")
+def training(
+    runs: str = typer.Option("", "--runs", help="CSV of runs (default: the shipped training_runs.csv)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object with `rows` and `mape`"),
+) -> None:
+    """Predict each row's metric with the row's own layout; print predicted, measured and error per row,
+    then the mean absolute percentage error overall, by GPU and by reliability. Rows that cannot be
+    predicted are listed with the reason.
+
+    Example: tenfold validate training --runs src/tenfold/data/validation/training_runs.csv --json
+    """
+    path = Path(runs) if runs else default_runs_path()
+    if not path.exists():
+        raise fail(f"no such file: {path}")
+    try:
+        report = validate_training(path)
+    except (ValueError, KeyError) as exc:
+        raise fail(f"{path}: {exc}") from None
+    if as_json:
+        print_json(report.to_dict())
+        return
+    console = Console()
+    t = Table(title=f"training runs: predicted vs measured ({path.name})")
+    for col in ("id", "gpu", "GPUs", "metric", "rel.", "measured", "predicted", "error", "layout used"):
+        t.add_column(col, justify="right" if col in ("GPUs", "measured", "predicted", "error") else "left")
+    for r in report.rows:
+        colour = "green" if abs(r.error) <= 0.05 else "yellow" if abs(r.error) <= 0.15 else "red"
+        t.add_row(
+            r.id,
+            r.gpu,
+            str(r.num_gpus),
+            r.metric,
+            r.reliability,
+            f"{r.measured:.4g}",
+            f"{r.predicted:.4g}",
+            f"[{colour}]{r.error:+.1%}[/{colour}]",
+            r.layout,
+        )
+    console.print(t)
+    s = Table(title="mean absolute percentage error")
+    s.add_column("group")
+    s.add_column("rows", justify="right")
+    s.add_column("MAPE", justify="right")
+    counts: dict[str, int] = {}
+    for r in report.rows:
+        for key in (f"gpu {r.gpu}", f"reliability {r.reliability}"):
+            counts[key] = counts.get(key, 0) + 1
+    s.add_row("overall", str(len(report.rows)), f"{report.mape:.1%}")
+    for g, v in report.mape_by_gpu.items():
+        s.add_row(f"gpu {g}", str(counts[f"gpu {g}"]), f"{v:.1%}")
+    for g, v in report.mape_by_reliability.items():
+        s.add_row(f"reliability {g}", str(counts[f"reliability {g}"]), f"{v:.1%}")
+    console.print(s)
+    for rid, why in report.unpredictable:
+        console.print(f"[yellow]not predicted[/yellow] {rid}: {why}")

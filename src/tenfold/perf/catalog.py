@@ -1,0 +1,83 @@
+"""Reading the catalogs shipped under `tenfold/data/` (TOML and CSV), with each number's provenance.
+
+A catalog number is written either bare (`layers = 80`) or as a sourced inline table
+(`bf16 = { value = 989.4, source = "https://...", confidence = "high", note = "..." }`). `sourced()` turns
+both into a `Sourced`; the loaders keep those next to the SI values they derive, so a result can always say
+where a figure came from.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+GiB = 1024**3
+GB = 1e9
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sourced:
+    """One catalog number and where it came from.
+
+    Fields:
+        value: the number in the catalog's unit (the key's suffix names it, e.g. `_GBps`).
+        source: URL (or a citation where no URL was recorded).
+        confidence: "high", "medium" or "low", as graded in the research notes.
+        note: what was assumed or derived, if anything.
+    """
+
+    value: float
+    source: str = ""
+    confidence: str = ""
+    note: str = ""
+
+
+def sourced(entry: Any, *, where: str) -> Sourced:
+    """A catalog entry as `Sourced`; `where` names the file and key for error messages."""
+    if isinstance(entry, dict):
+        if "value" not in entry:
+            raise ValueError(f"{where}: a sourced entry needs a 'value', got keys {sorted(entry)}")
+        return Sourced(
+            value=entry["value"],
+            source=str(entry.get("source", "")),
+            confidence=str(entry.get("confidence", "")),
+            note=str(entry.get("note", "")),
+        )
+    if isinstance(entry, bool) or not isinstance(entry, int | float):
+        raise ValueError(f"{where}: expected a number or a sourced table, got {entry!r}")
+    return Sourced(value=entry)
+
+
+def data_dir(kind: str) -> Traversable:
+    """The shipped catalog folder `tenfold/data/<kind>`."""
+    return files("tenfold") / "data" / kind
+
+
+def read_toml(path: Traversable | Path) -> dict[str, Any]:
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def catalog_entries(kind: str) -> dict[str, Traversable]:
+    """name -> file for every `*.toml` in `tenfold/data/<kind>` (name = file stem)."""
+    out = {}
+    for entry in data_dir(kind).iterdir():
+        if entry.name.endswith(".toml"):
+            out[entry.name[: -len(".toml")]] = entry
+    return dict(sorted(out.items()))
+
+
+def resolve(kind: str, name_or_path: str | Path) -> Traversable | Path:
+    """A catalog name (`h100-sxm`) or a path to a user's own TOML file."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" and p.exists():
+        return p
+    entries = catalog_entries(kind)
+    key = str(name_or_path).lower()
+    if key in entries:
+        return entries[key]
+    raise ValueError(f"unknown {kind} entry {name_or_path!r}; known: {', '.join(entries)}")

@@ -1,0 +1,163 @@
+"""Software stacks: what the training framework overlaps and how it schedules, as named presets.
+
+The same layout runs at different speeds under Megatron-LM of 2021 (no flash attention, nothing overlapped)
+and Megatron-Core of 2025 (flash attention, TP/DP/PP communication overlapped with compute). These are facts
+about the software a run used, not fitted numbers; a validation row names its preset in the `software`
+column. Overlap rules (exposed time = what the step waits for):
+
+* TP (`tp_overlap`, TE userbuffers): a collective hides behind the GEMMs of the same layer and pass;
+  exposed = max(0, comm - gemm) + `TP_OVERLAP_RESIDUAL` x comm (the first chunk cannot be hidden).
+  Without overlap the whole collective is exposed.
+* DP (`dp_overlap`): gradient reduce-scatter (or all-reduce) hides behind the backward of the last
+  micro-batch, the parameter all-gather behind the forward of the first; ZeRO-3/FSDP gathers and
+  reductions hide behind each micro-batch's compute.
+* PP (`pp_overlap`): point-to-point sends overlap the next chunk's compute (Megatron `overlap_p2p_comm`,
+  interleaved schedule only: with vp = 1 the sends block); without it each send adds to the stage time.
+  DualPipe hides them by construction.
+* CP ring: KV exchanges hide behind the blockwise attention compute; all-gather and a2a CP are exposed.
+* EP (`ep_overlap`, Megatron `moe_a2a_overlap` / DeepSeek DualPipe): a micro-batch's dispatch/combine
+  all-to-all hides behind another micro-batch's layer compute; otherwise fully exposed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+TP_OVERLAP_RESIDUAL = 0.1
+SCHEDULES = ("1f1b", "dualpipe")
+CP_COMMS = ("ring", "allgather", "a2a")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stack:
+    """Fields:
+    name: preset name.
+    flash_attention: fused attention without materialised s x s scores (FlashAttention / cuDNN).
+    tp_overlap, dp_overlap, pp_overlap, ep_overlap: see the module docstring.
+    ep_dedup: MoE dispatch sends a token once per remote domain (DeepEP / HybridEP / node-limited routing).
+    pp_schedule: "1f1b" (interleaved when vp > 1) or "dualpipe" (DeepSeek-V3 §3.2.1).
+    cp_comm: context-parallel algorithm: "ring" (p2p KV exchange), "allgather" (Llama 3), "a2a" (Ulysses).
+    balanced_stages: the pipeline layout accounts for the embedding/head (Megatron-Core
+        `account_for_embedding/loss_in_pipeline_split`); otherwise the last stage also carries the head.
+    grad_reduce_bytes: bytes per gradient element in the data-parallel reduction.
+    main_grad_bytes: bytes per parameter of the gradient buffer (fp32 main grads in Megatron).
+    default_zero: ZeRO stage used when a layout does not say (1 = Megatron distributed optimizer).
+    fsdp_regather: ZeRO-3/FSDP gathers the weights again for every micro-batch (Megatron-FSDP); False keeps
+        them gathered across the micro-batches of a step (gathers and reductions once per step).
+    fused_sink_attention: fused attention kernels support learnable softmax sinks (gpt-oss). Transformer
+        Engine 2.8 with cuDNN 9.10 falls back to UnfusedDotProductAttention for softmax_type="learnable"
+        (https://github.com/NVIDIA/TransformerEngine/issues/2318), so the default is False: models with
+        attention sinks then pay for materialised scores.
+    interleaving: the pipeline engine has the interleaved (virtual-stage) schedule; DeepSpeed's
+        PipelineEngine does not.
+    """
+
+    name: str
+    flash_attention: bool = True
+    tp_overlap: bool = True
+    dp_overlap: bool = True
+    pp_overlap: bool = True
+    ep_overlap: bool = False
+    ep_dedup: bool = False
+    pp_schedule: str = "1f1b"
+    cp_comm: str = "ring"
+    balanced_stages: bool = True
+    grad_reduce_bytes: float = 4.0
+    main_grad_bytes: float = 4.0
+    default_zero: int = 1
+    fsdp_regather: bool = True
+    fused_sink_attention: bool = False
+    interleaving: bool = True
+
+    def __post_init__(self) -> None:
+        if self.pp_schedule not in SCHEDULES:
+            raise ValueError(f"pp_schedule {self.pp_schedule!r} not in {SCHEDULES}")
+        if self.cp_comm not in CP_COMMS:
+            raise ValueError(f"cp_comm {self.cp_comm!r} not in {CP_COMMS}")
+        if self.default_zero not in (0, 1, 2, 3):
+            raise ValueError(f"default_zero must be 0-3, got {self.default_zero}")
+
+
+_STACKS: dict[str, Callable[[], Stack]] = {}
+
+
+def _register(fn: Callable[[], Stack]) -> Callable[[], Stack]:
+    _STACKS[fn().name] = fn
+    return fn
+
+
+@_register
+def _megatron_core() -> Stack:
+    """Megatron-Core / NeMo / Megatron-Bridge 2024-26 performance recipes (the default)."""
+    return Stack(name="megatron-core")
+
+
+@_register
+def _megatron_core_nooverlap() -> Stack:
+    """Megatron-Core with TP and p2p overlap disabled (SimuMax's B200 reproduction launcher)."""
+    return Stack(name="megatron-core-nooverlap", tp_overlap=False, pp_overlap=False, dp_overlap=False)
+
+
+@_register
+def _megatron_2021() -> Stack:
+    """Megatron-LM as in Narayanan et al. 2021, Korthikanti et al. 2022 and MT-NLG: unfused attention
+    (scaled-masked softmax + dropout on materialised scores), no communication overlap, no distributed
+    optimizer, fp16 gradients, the head on the last stage."""
+    return Stack(
+        name="megatron-2021",
+        flash_attention=False,
+        tp_overlap=False,
+        dp_overlap=False,
+        pp_overlap=False,
+        balanced_stages=False,
+        grad_reduce_bytes=2.0,
+        main_grad_bytes=4.0,
+        default_zero=0,
+    )
+
+
+@_register
+def _megatron_deepspeed_2021() -> Stack:
+    """Megatron-DeepSpeed as used for MT-NLG 530B (Smith et al. 2022): Megatron tensor parallelism with
+    DeepSpeed's pipeline engine (1F1B, no interleaving), unfused attention, no overlap."""
+    return replace(_megatron_2021(), name="megatron-deepspeed-2021", interleaving=False)
+
+
+@_register
+def _metaseq_2022() -> Stack:
+    """metaseq (OPT-175B): Megatron TP inside FSDP with prefetching; unfused attention."""
+    return Stack(
+        name="metaseq-2022",
+        flash_attention=False,
+        tp_overlap=False,
+        pp_overlap=False,
+        balanced_stages=False,
+        grad_reduce_bytes=2.0,
+        default_zero=3,
+    )
+
+
+@_register
+def _meta_llama3() -> Stack:
+    """Meta's Llama 3 training stack (arXiv 2407.21783 §3.3): 4D parallelism with FSDP as the data-parallel
+    layer; parameters stay gathered across the micro-batches of a step, so FSDP traffic is once per step."""
+    return Stack(name="meta-llama3", fsdp_regather=False)
+
+
+@_register
+def _deepseek_v3() -> Stack:
+    """DeepSeek-V3's own framework: DualPipe, node-limited deduplicated dispatch overlapped with compute."""
+    return Stack(name="deepseek-v3", pp_schedule="dualpipe", ep_overlap=True, ep_dedup=True)
+
+
+STACK_NAMES = tuple(_STACKS)
+
+
+def stack(name: str = "megatron-core", **overrides: object) -> Stack:
+    """A named preset, optionally with fields overridden (`stack("megatron-core", ep_overlap=True)`)."""
+    try:
+        base = _STACKS[name]()
+    except KeyError:
+        raise ValueError(f"unknown software stack {name!r}; known: {', '.join(STACK_NAMES)}") from None
+    return replace(base, **overrides) if overrides else base

@@ -1,0 +1,99 @@
+"""The planning commands: tables, --json, exit codes 0 / 1 infeasible / 2 bad input."""
+
+import json
+
+from typer.testing import CliRunner
+
+from tenfold.cli.main import app
+
+runner = CliRunner()
+EST = [
+    "estimate",
+    "train",
+    "-m",
+    "llama3-70b",
+    "-g",
+    "h100-sxm",
+    "--seq-len",
+    "8192",
+    "--global-batch",
+    "256",
+]
+
+
+def test_estimate_table_and_json():
+    ok = runner.invoke(app, [*EST, "--tp", "4", "--pp", "8", "--vp", "5", "--dp", "2", "--precision", "fp8"])
+    assert ok.exit_code == 0, ok.output
+    assert "tokens/s/GPU" in ok.output and "pipeline bubble" in ok.output
+    js = runner.invoke(
+        app, [*EST, "--tp", "4", "--pp", "8", "--vp", "5", "--dp", "2", "--precision", "fp8", "--json"]
+    )
+    d = json.loads(js.output)
+    assert d["feasible"] and d["tokens_per_s_per_gpu"] > 0 and d["layout"]["tp"] == 4
+
+
+def test_estimate_exit_codes():
+    infeasible = runner.invoke(app, [*EST, "--dp", "8", "--json"])
+    assert infeasible.exit_code == 1
+    assert "GiB of 80 GiB" in json.loads(infeasible.output)["reason"]
+    bad = runner.invoke(app, [*EST[:4], "no-such-model", *EST[5:], "--dp", "1"])
+    assert bad.exit_code == 2
+    bad_precision = runner.invoke(app, [*EST, "--dp", "8", "--precision", "fp3"])
+    assert bad_precision.exit_code == 2
+
+
+def test_search_json_and_exit_codes():
+    args = [
+        "search",
+        "train",
+        "-m",
+        "llama3-8b",
+        "-g",
+        "h100-sxm",
+        "-n",
+        "16",
+        "--seq-len",
+        "8192",
+        "--global-batch",
+        "64",
+        "--top",
+        "2",
+        "--max-vp",
+        "2",
+    ]
+    r = runner.invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert len(d["top"]) == 2 and d["evaluated"] >= d["fits"] > 0
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0 and "rejected plans" in table.output
+    none = runner.invoke(
+        app,
+        [
+            "search",
+            "train",
+            "-m",
+            "llama3.1-405b",
+            "-g",
+            "h100-sxm",
+            "-n",
+            "8",
+            "--seq-len",
+            "8192",
+            "--global-batch",
+            "16",
+            "--json",
+        ],
+    )
+    assert none.exit_code == 1
+
+
+def test_validate_training_json(tmp_path):
+    r = runner.invoke(app, ["validate", "training", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert {"rows", "mape"} <= set(d) and len(d["rows"]) >= 45
+    t = runner.invoke(app, ["validate", "training"])
+    assert t.exit_code == 0 and "mean absolute percentage error" in t.output
+    missing = runner.invoke(app, ["validate", "training", "--runs", str(tmp_path / "none.csv")])
+    assert missing.exit_code == 2

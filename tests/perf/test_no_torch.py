@@ -1,0 +1,21 @@
+"""The planning half must import without torch (design.md: perf/ never imports torch)."""
+
+import subprocess
+import sys
+
+CODE = (
+    "import sys\n"
+    "import tenfold.perf, tenfold.perf.search, tenfold.perf.validate, tenfold.perf.calibration\n"
+    "import tenfold.cli.estimate, tenfold.cli.search, tenfold.cli.validate\n"
+    "tenfold.perf.estimate_training('llama3-8b', 'h100-sxm', tenfold.perf.Layout(dp=8), seq_len=8192,\n"
+    "                               global_batch=64)\n"
+    "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+    "print(len(bad))\n"
+    "assert not bad, bad\n"
+)
+
+
+def test_perf_and_planning_cli_do_not_import_torch():
+    out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"
