@@ -6,7 +6,7 @@ import sys
 CODE = (
     "import sys\n"
     "import tenfold.perf, tenfold.perf.search, tenfold.perf.validate, tenfold.perf.calibration\n"
-    "import tenfold.cli.estimate, tenfold.cli.search, tenfold.cli.validate\n"
+    "import tenfold.cli.estimate, tenfold.cli.search, tenfold.cli.validate, tenfold.cli.main\n"
     "tenfold.perf.estimate_training('llama3-8b', 'h100-sxm', tenfold.perf.Layout(dp=8), seq_len=8192,\n"
     "                               global_batch=64)\n"
     "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"

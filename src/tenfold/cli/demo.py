@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from tenfold.formats import SCHEME_NAMES, QuantizedTensor, quantize, scheme
-from tenfold.formats.metrics import sqnr_db, weight_like
+if TYPE_CHECKING:
+    from tenfold.formats import QuantizedTensor
 
 
 def format_bits(q: QuantizedTensor) -> float:
@@ -30,6 +31,10 @@ def demo(
     """
     if rows < 1 or cols < 1:
         raise typer.BadParameter(f"rows and cols must be >= 1, got {rows}x{cols}")
+    # torch is imported here, not at module level, so planning commands start without it
+    from tenfold.formats import SCHEME_NAMES, quantize, scheme
+    from tenfold.formats.metrics import sqnr_db, weight_like
+
     w = weight_like(rows, cols, seed=seed)
     results = []
     variants = [(name, {}) for name in SCHEME_NAMES] + [
