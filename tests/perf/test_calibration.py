@@ -7,14 +7,15 @@ from tenfold.perf.calibration import BOUNDS, calibration_from_dict, fit_calibrat
 from tenfold.perf.validate import load_cases, predict_case
 
 
-def test_committed_values_are_within_physical_bounds():
-    cal = load_calibration()
+@pytest.mark.parametrize("kind", ["training", "inference"])
+def test_committed_values_are_within_physical_bounds(kind):
+    cal = load_calibration(kind=kind)
     for k, v in cal.gemm_efficiency.items():
-        lo, hi = BOUNDS["gemm"]
+        lo, hi = cal.GEMM_BOUNDS
         assert lo <= v <= hi, k
-    for name, (lo, hi) in BOUNDS.items():
-        if name != "gemm":
-            assert lo <= getattr(cal, name) <= hi, name
+    for name in (*cal.FRACTION_FIELDS, *cal.OVERHEAD_FIELDS):
+        lo, hi = BOUNDS[name]
+        assert lo <= getattr(cal, name) <= hi, name
 
 
 def test_committed_fit_objective_is_reproducible():
