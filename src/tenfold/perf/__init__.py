@@ -27,7 +27,7 @@ from tenfold.perf.models import ModelSpec, list_models, load_model
 from tenfold.perf.precision import PRECISIONS, get_precision
 from tenfold.perf.stack import STACK_NAMES, Stack, stack
 from tenfold.perf.training import Infeasible, TrainingEstimate, estimate_training
-from tenfold.perf.validate_inference import validate_inference
+from tenfold.perf.validate_serving import validate_inference
 
 __all__ = [
     "ENGINE_NAMES",

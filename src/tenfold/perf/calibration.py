@@ -295,9 +295,9 @@ def _validator(kind: str):
     """The validation module whose `load_cases` / `predict_case` a fit of this kind uses."""
     _kind(kind)
     if kind == "inference":
-        from tenfold.perf import validate_inference
+        from tenfold.perf import validate_serving
 
-        return validate_inference
+        return validate_serving
     from tenfold.perf import validate
 
     return validate
