@@ -207,7 +207,7 @@ def step_times(
         )
         dense = dense + t_loc * (16 * h + gate * f_loc * 2.0) / bw  # add+norm x2, activation
         ffn = ffn + model.n_dense_layers * dense
-    ep_comm = np.zeros_like(b)
+    ep_time = np.zeros_like(b)
     if model.moe_layers:
         k, fe, n_exp = model.topk, model.moe_ffn, model.experts
         t_ep = (b * q + p_mean) * dp  # tokens the expert-parallel group routes per step
@@ -238,9 +238,9 @@ def step_times(
                 ) + dispatch_time(t_loc, ep=ep, topk=k, hidden=h, elem_bytes=2.0, links=links)
             if ep_overlap:
                 per_layer = np.maximum(per_layer - moe, 0.0)
-            ep_comm = model.moe_layers * per_layer
+            ep_time = model.moe_layers * per_layer
     out["ffn_s"] = ffn
-    out["ep_s"] = ep_comm
+    out["ep_s"] = ep_time
     out["tp_s"] = 2.0 * model.layers * all_reduce_time(t_loc * h * 2.0, tp, links)
 
     # ---- output head (BF16, vocabulary-parallel over TP) and speculative draft passes --------------

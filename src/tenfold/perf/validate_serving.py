@@ -52,6 +52,16 @@ METRICS = {
     "tpot_ms": "tpot_ms",
 }
 REQUIRED = ("id", "model", "gpu", "metric", "value", "layers", "hidden", "heads")
+EXTENSION_COLUMNS = (
+    "engine_preset",
+    "attention_precision",
+    "kv_fraction",
+    "max_batch_size",
+    "max_num_tokens",
+    "draft_tokens",
+    "accepted_tokens",
+    "assumptions",
+)
 CHECKPOINT_KV_FP8 = ("fp8", "nvfp4", "mxfp8")
 
 
