@@ -141,7 +141,6 @@ def experts_touched(tokens, *, experts_local: float, topk: int, experts: int):
 
 def step_times(
     model: ModelSpec,
-    hw: Hardware,
     *,
     formats: Formats,
     rates: ServingRates,
