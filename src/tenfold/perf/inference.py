@@ -140,7 +140,7 @@ def _setup(
         problems.append(f"{model.name} has no MTP module to draft {draft_tokens} tokens with")
     notes = []
     calibrated = cal.is_calibrated(hw.arch, act.bits_class)
-    if not calibrated:
+    if not calibrated and not check_supported(act, hw):
         notes.append(
             f"no inference calibration for {hw.arch}/{act.bits_class}-bit GEMMs: using the fallback "
             f"efficiency {cal.fallback_gemm_efficiency}"
