@@ -97,3 +97,61 @@ def test_validate_training_json(tmp_path):
     assert t.exit_code == 0 and "mean absolute percentage error" in t.output
     missing = runner.invoke(app, ["validate", "training", "--runs", str(tmp_path / "none.csv")])
     assert missing.exit_code == 2
+
+
+INFER = [
+    "estimate",
+    "infer",
+    "-m",
+    "llama3-70b",
+    "-g",
+    "b200",
+    "--input-len",
+    "1024",
+    "--output-len",
+    "1024",
+    "--precision",
+    "nvfp4",
+    "--kv-precision",
+    "fp8",
+]
+
+
+def test_estimate_infer_table_json_and_curve():
+    ok = runner.invoke(app, [*INFER, "--concurrency", "64", "--curve"])
+    assert ok.exit_code == 0, ok.output
+    assert (
+        "TPOT ms" in ok.output
+        and "throughput vs interactivity" in ok.output
+        and "KV-cache budget" in ok.output
+    )
+    js = runner.invoke(app, [*INFER, "--json", "--curve", "--usd-per-gpu-hour", "3"])
+    d = json.loads(js.output)
+    assert d["feasible"] and d["output_tokens_per_s_per_gpu"] > 0 and d["usd_per_gpu_hour"] == 3
+    assert d["curve"]["points"] and d["curve"]["x"] == "output_tokens_per_s_per_user"
+
+
+def test_estimate_infer_exit_codes():
+    big = runner.invoke(
+        app,
+        [*INFER[:3], "llama3.1-405b", "-g", "h100-sxm", *INFER[6:10], "--precision", "fp8", "--json"],
+    )
+    assert big.exit_code == 1
+    assert "exceed the 80 GiB" in json.loads(big.output)["reason"]
+    fp4_hopper = runner.invoke(app, [*INFER[:5], "h100-sxm", *INFER[6:], "--json"])
+    assert fp4_hopper.exit_code == 1 and "fp4 tensor cores" in json.loads(fp4_hopper.output)["reason"]
+    assert runner.invoke(app, [*INFER, "--tp", "0"]).exit_code == 2
+    assert runner.invoke(app, [*INFER, "--kv-precision", "int2"]).exit_code == 2
+    assert runner.invoke(app, [*INFER[:3], "no-such-model", *INFER[4:]]).exit_code == 2
+
+
+def test_validate_inference_json_and_table(tmp_path):
+    r = runner.invoke(app, ["validate", "inference", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert {"rows", "mape"} <= set(d) and len(d["rows"]) == 21 and len(d["unpredictable"]) == 11
+    assert set(d["mape"]) >= {"overall", "by_gpu", "by_reliability"}
+    t = runner.invoke(app, ["validate", "inference"])
+    assert t.exit_code == 0 and "mean absolute percentage error" in t.output and "not predicted" in t.output
+    missing = runner.invoke(app, ["validate", "inference", "--runs", str(tmp_path / "none.csv")])
+    assert missing.exit_code == 2

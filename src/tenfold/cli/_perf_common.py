@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tenfold.perf.inference import InferenceCurve, InferenceEstimate
 from tenfold.perf.training import TrainingEstimate
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
@@ -99,3 +100,93 @@ def estimate_tables(e: TrainingEstimate) -> list[Table]:
             mt.add_row(n, _fmt(getattr(e.memory, f"{n}_GiB"), ".1f"))
         tables.append(mt)
     return tables
+
+
+def inference_tables(e: InferenceEstimate) -> list[Table]:
+    """Summary, step-time breakdown and memory tables for one serving estimate."""
+    head = Table(
+        title=f"{e.model} on {e.num_gpus} x {e.hardware}: {e.deployment.describe()}, weights {e.precision} "
+        f"(GEMM inputs {e.activations}, attention {e.attention_precision}), KV {e.kv_precision}, "
+        f"{e.engine}, ISL {e.input_len} / OSL {e.output_len}"
+    )
+    cols = (
+        "concurrency",
+        "batch/rank",
+        "TTFT ms",
+        "TPOT ms",
+        "out tok/s/GPU",
+        "in+out tok/s/GPU",
+        "out tok/s/user",
+        "$/M out tok",
+        "$/M in+out tok",
+        "feasible",
+    )
+    for col in cols:
+        head.add_column(col, justify="right")
+    head.add_row(
+        str(e.concurrency),
+        f"{e.batch_per_rank} of {e.capacity // max(e.deployment.dp, 1)}" if e.feasible else "-",
+        _fmt(e.ttft_ms, ",.1f"),
+        _fmt(e.tpot_ms, ".2f"),
+        _fmt(e.output_tokens_per_s_per_gpu, ",.0f"),
+        _fmt(e.total_tokens_per_s_per_gpu, ",.0f"),
+        _fmt(e.output_tokens_per_s_per_user, ",.1f"),
+        _fmt(e.usd_per_m_output_tokens, ".3f"),
+        _fmt(e.usd_per_m_total_tokens, ".3f"),
+        f"yes (batch limit: {e.limited_by})" if e.feasible else f"[red]no[/red]: {e.reason}",
+    )
+    tables = [head]
+    if e.breakdown is not None:
+        bd = Table(title="one engine step on one GPU (decode + prefill tokens)")
+        bd.add_column("part")
+        bd.add_column("ms", justify="right")
+        bd.add_column("share", justify="right")
+        labels = {
+            "attn_proj": "attention projections",
+            "attention": "attention (KV read / prefill)",
+            "ffn": "FFN / experts",
+            "tp": "TP all-reduce",
+            "ep": "EP exchange",
+            "head": "output head",
+            "draft": "MTP draft passes",
+            "overhead": "kernel + step overhead",
+        }
+        for k, label in labels.items():
+            v = getattr(e.breakdown, f"{k}_s")
+            bd.add_row(label, _fmt(v * 1e3, ".2f"), _fmt(v / e.breakdown.step_s, ".1%"))
+        bd.add_row("step", _fmt(e.breakdown.step_s * 1e3, ".2f"), "100.0%")
+        tables.append(bd)
+    mt = Table(title="memory per GPU")
+    mt.add_column("part")
+    mt.add_column("GiB", justify="right")
+    for label, v in (
+        ("weights", e.weights_GiB),
+        ("workspace (runtime + activations + logits)", e.workspace_GiB),
+        ("KV-cache budget", e.kv_budget_GiB),
+        ("KV per sequence (reserved)", e.kv_per_sequence_GiB),
+        ("capacity", e.capacity_GiB),
+    ):
+        mt.add_row(label, _fmt(v, ".2f"))
+    tables.append(mt)
+    return tables
+
+
+def curve_table(c: InferenceCurve) -> Table:
+    """The throughput-versus-interactivity curve as rows (concurrency ascending)."""
+    t = Table(
+        title=f"throughput vs interactivity: {c.model} on {c.hardware} {c.deployment.describe()} "
+        f"({c.precision}, KV {c.kv_precision}); capacity {c.capacity} sequences"
+    )
+    for col in ("concurrency", "out tok/s/user", "out tok/s/GPU", "TTFT ms", "TPOT ms", "$/M out tok", ""):
+        t.add_column(col, justify="right")
+    for p in c.points:
+        t.add_row(
+            str(p.concurrency),
+            _fmt(p.output_tokens_per_s_per_user, ",.1f"),
+            _fmt(p.output_tokens_per_s_per_gpu, ",.0f"),
+            _fmt(p.ttft_ms, ",.1f"),
+            _fmt(p.tpot_ms, ".2f"),
+            _fmt(p.usd_per_m_output_tokens, ".3f"),
+            "queued" if p.saturated else "",
+        )
+    return t

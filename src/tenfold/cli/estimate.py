@@ -1,15 +1,23 @@
-"""`tenfold estimate train`: step time, throughput, MFU and memory of one training plan."""
+"""`tenfold estimate train` (one training plan) and `tenfold estimate infer` (one serving configuration)."""
 
 from __future__ import annotations
 
 import typer
 from rich.console import Console
 
-from tenfold.cli._perf_common import EXIT_INFEASIBLE, estimate_tables, fail, print_json
+from tenfold.cli._perf_common import (
+    EXIT_INFEASIBLE,
+    curve_table,
+    estimate_tables,
+    fail,
+    inference_tables,
+    print_json,
+)
+from tenfold.perf.inference import Deployment, estimate_inference, inference_curve
 from tenfold.perf.layout import Layout
 from tenfold.perf.training import estimate_training
 
-app = typer.Typer(help="Estimate one plan (training now; inference later).", no_args_is_help=True)
+app = typer.Typer(help="Estimate one training plan or one serving configuration.", no_args_is_help=True)
 
 
 @app.callback()
@@ -80,6 +88,72 @@ def train(
         console = Console()
         for table in estimate_tables(est):
             console.print(table)
+        for note in est.notes:
+            console.print(f"[yellow]note:[/yellow] {note}")
+    if not est.feasible:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+@app.command("infer")
+def infer(
+    model: str = typer.Option(..., "--model", "-m", help="catalog model (llama3-70b) or a TOML file"),
+    gpu: str = typer.Option(
+        ..., "--gpu", "-g", help="catalog accelerator (h200, b200, gb200, ...) or a TOML file"
+    ),
+    input_len: int = typer.Option(..., "--input-len", help="prompt tokens per request (ISL)"),
+    output_len: int = typer.Option(..., "--output-len", help="generated tokens per request (OSL)"),
+    concurrency: int = typer.Option(0, help="requests in flight (0: as many as fit, the max-load point)"),
+    tp: int = typer.Option(1, help="attention tensor parallel"),
+    dp: int = typer.Option(1, help="attention data parallel (replicas sharing the EP group; needs tp 1)"),
+    ep: int = typer.Option(1, help="expert parallel over tp·dp GPUs (the rest is expert TP)"),
+    precision: str = typer.Option("bf16", help="weights: bf16 | fp16 | fp8 | mxfp8 | nvfp4 | mxfp4"),
+    activations: str = typer.Option("", help="GEMM input format (default: as the weights; mxfp4 -> mxfp8)"),
+    attention_precision: str = typer.Option("", "--attention-precision", help="attention projections"),
+    kv_precision: str = typer.Option("bf16", "--kv-precision", help="KV cache: bf16 | fp16 | fp8 | nvfp4"),
+    engine: str = typer.Option("trtllm", help="serving engine preset: trtllm | trtllm-bench | vllm | sglang"),
+    draft_tokens: int = typer.Option(0, "--draft-tokens", help="MTP speculative tokens per step"),
+    accepted_tokens: float = typer.Option(1.0, "--accepted-tokens", help="mean tokens accepted per step"),
+    usd_per_gpu_hour: float = typer.Option(-1.0, "--usd-per-gpu-hour", help="price (default: catalog)"),
+    curve: bool = typer.Option(False, "--curve", help="also the throughput-vs-interactivity curve"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+) -> None:
+    """Estimate one serving configuration: TTFT, TPOT, output tokens/s per GPU and per user, cost per
+    million tokens (output and input+output), the step breakdown and memory per GPU.
+
+    Example: tenfold estimate infer -m llama3-70b -g b200 --input-len 1024 --output-len 1024
+    --precision nvfp4 --kv-precision fp8 --concurrency 64 --curve
+
+    Exit codes: 0 feasible, 1 infeasible (the reason is printed with its numbers), 2 bad input.
+    """
+    kw = dict(
+        input_len=input_len,
+        output_len=output_len,
+        precision=precision,
+        activations=activations or None,
+        attention_precision=attention_precision or None,
+        kv_precision=kv_precision,
+        engine=engine,
+        draft_tokens=draft_tokens,
+        accepted_tokens=accepted_tokens,
+        usd_per_gpu_hour=None if usd_per_gpu_hour < 0 else usd_per_gpu_hour,
+    )
+    try:
+        dep = Deployment(tp=tp, dp=dp, ep=ep)
+        est = estimate_inference(model, gpu, dep, concurrency=concurrency or None, **kw)
+        points = inference_curve(model, gpu, dep, **kw) if curve and est.feasible else None
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        d = est.to_dict()
+        if points is not None:
+            d["curve"] = points.to_dict()
+        print_json(d)
+    else:
+        console = Console()
+        for table in inference_tables(est):
+            console.print(table)
+        if points is not None:
+            console.print(curve_table(points))
         for note in est.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
     if not est.feasible:

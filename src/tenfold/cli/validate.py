@@ -1,4 +1,5 @@
-"""`tenfold validate training`: predict published runs with their own layouts and report the error."""
+"""`tenfold validate training` / `tenfold validate inference`: predict published runs with their own
+layouts or deployments and report the error per row and as MAPE (overall, by GPU, by reliability)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tenfold.cli._perf_common import fail, print_json
-from tenfold.perf.validate import default_runs_path, validate_training
+from tenfold.perf import validate_serving as vi
+from tenfold.perf.validate import ValidationReport, default_runs_path, validate_training
 
 app = typer.Typer(help="Validate the models against published measurements.", no_args_is_help=True)
 
@@ -37,11 +39,37 @@ def training(
         report = validate_training(path)
     except (ValueError, KeyError) as exc:
         raise fail(f"{path}: {exc}") from None
+    show_report(report, title=f"training runs: predicted vs measured ({path.name})", as_json=as_json)
+
+
+@app.command("inference")
+def inference(
+    runs: str = typer.Option("", "--runs", help="CSV of runs (default: the shipped inference_runs.csv)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object with `rows` and `mape`"),
+) -> None:
+    """Predict each serving row with its own deployment, formats and engine; print predicted, measured and
+    error per row, then the MAPE overall, by GPU and by reliability. Rows that cannot be predicted (no
+    lengths, no GPU count, ...) are listed with the reason.
+
+    Example: tenfold validate inference --runs src/tenfold/data/validation/inference_runs.csv --json
+    """
+    path = Path(runs) if runs else vi.default_runs_path()
+    if not path.exists():
+        raise fail(f"no such file: {path}")
+    try:
+        report = vi.validate_inference(path)
+    except (ValueError, KeyError) as exc:
+        raise fail(f"{path}: {exc}") from None
+    show_report(report, title=f"inference runs: predicted vs measured ({path.name})", as_json=as_json)
+
+
+def show_report(report: ValidationReport, *, title: str, as_json: bool) -> None:
+    """Per-row table, MAPE table and the unpredicted rows with their reasons (or one JSON object)."""
     if as_json:
         print_json(report.to_dict())
         return
     console = Console()
-    t = Table(title=f"training runs: predicted vs measured ({path.name})")
+    t = Table(title=title)
     for col in ("id", "gpu", "GPUs", "metric", "rel.", "measured", "predicted", "error", "layout used"):
         t.add_column(col, justify="right" if col in ("GPUs", "measured", "predicted", "error") else "left")
     for r in report.rows:

@@ -6,33 +6,57 @@ Never imports torch (a test checks it). Public API:
 * plans: `Layout`, `stack` (software presets), `get_precision`
 * `estimate_training(...)` -> `TrainingEstimate`; `search_training(...)` -> `SearchResult`
 * `load_calibration()`, `fit_calibration()`; `validate_training(...)` -> `ValidationReport`
+* serving: `estimate_inference(...)` -> `InferenceEstimate`, `inference_curve(...)` -> `InferenceCurve`,
+  `Deployment` (TP / attention DP / EP), `engine` presets, `kv_bytes_per_token`;
+  `validate_inference(...)` -> `ValidationReport`
 """
 
 from tenfold.perf.calibration import Calibration, fit_calibration, load_calibration
+from tenfold.perf.engines import ENGINE_NAMES, Engine, engine
 from tenfold.perf.hardware import Hardware, list_hardware, load_hardware
+from tenfold.perf.inference import (
+    Deployment,
+    InferenceCurve,
+    InferenceEstimate,
+    estimate_inference,
+    inference_curve,
+)
+from tenfold.perf.kvcache import kv_bytes_per_sequence, kv_bytes_per_token
 from tenfold.perf.layout import Layout
 from tenfold.perf.models import ModelSpec, list_models, load_model
 from tenfold.perf.precision import PRECISIONS, get_precision
 from tenfold.perf.stack import STACK_NAMES, Stack, stack
 from tenfold.perf.training import Infeasible, TrainingEstimate, estimate_training
+from tenfold.perf.validate_serving import validate_inference
 
 __all__ = [
+    "ENGINE_NAMES",
     "PRECISIONS",
     "STACK_NAMES",
     "Calibration",
+    "Deployment",
+    "Engine",
     "Hardware",
     "Infeasible",
+    "InferenceCurve",
+    "InferenceEstimate",
     "Layout",
     "ModelSpec",
     "Stack",
     "TrainingEstimate",
+    "engine",
+    "estimate_inference",
     "estimate_training",
     "fit_calibration",
     "get_precision",
+    "inference_curve",
+    "kv_bytes_per_sequence",
+    "kv_bytes_per_token",
     "list_hardware",
     "list_models",
     "load_calibration",
     "load_hardware",
     "load_model",
     "stack",
+    "validate_inference",
 ]

@@ -18,6 +18,16 @@ Parameters (all dimensionless fractions unless named otherwise):
 Fixed, not fitted: per-step latencies of the links, and the GEMM efficiency used for an architecture
 the validation set does not cover. No parameter is per row or per model.
 
+`InferenceCalibration` (file `data/calibration/inference.toml`, fitted on `inference_runs.csv`) is the same
+kind of object for the serving model, with its own GEMM efficiencies (inference kernels differ from
+training's) and two more parameters:
+* `moe_efficiency`: grouped expert GEMMs reach this fraction of the dense-GEMM roofline (routing imbalance
+  across experts and ranks, per-expert tiles, token permutation).
+* `step_overhead_us`: fixed cost per engine step (scheduler, sampling, host-device synchronisation).
+* `expert_overhead_us`: fixed cost per expert a step touches per MoE layer (each expert is a separate
+  problem in the grouped GEMMs: tile setup, partial waves, the permutation around it).
+Parameters listed in its `[fit] fixed_parameters` keep their committed values during a fit.
+
 `fit_calibration()` minimises the reliability-weighted mean absolute percentage error over the shipped
 validation rows with a Nelder-Mead search on transformed parameters (logit for fractions, log for the
 overhead); `leave_one_out()` refits without each row in turn to measure how well the model generalises.
@@ -32,6 +42,7 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import ClassVar
 
 import numpy as np
 
@@ -62,12 +73,20 @@ BOUNDS = {
     "alltoall_efficiency": (0.30, 1.00),
     "kernel_overhead_us": (1.0, 10.0),
     "moe_layer_overhead_us": (0.0, 3000.0),
+    "moe_efficiency": (0.20, 1.00),
+    "step_overhead_us": (0.0, 5000.0),
+    "expert_overhead_us": (0.0, 20.0),
 }
 
 
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
     """Fitted efficiencies (see the module docstring). Load with `load_calibration()`."""
+
+    FRACTION_FIELDS: ClassVar[tuple[str, ...]] = FRACTIONS
+    OVERHEAD_FIELDS: ClassVar[tuple[str, ...]] = ("kernel_overhead_us", "moe_layer_overhead_us")
+    GEMM_BOUNDS: ClassVar[tuple[float, float]] = BOUNDS["gemm"]
+    FILE: ClassVar[str] = "training.toml"
 
     gemm_efficiency: MappingProxyType
     attention_efficiency: float
@@ -83,14 +102,14 @@ class Calibration:
     fit: MappingProxyType = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __post_init__(self) -> None:
-        for key in FRACTIONS:
+        for key in self.FRACTION_FIELDS:
             v = getattr(self, key)
             if not 0.0 < v <= 1.5:
                 raise ValueError(f"{key} must be in (0, 1.5], got {v}")
         for key, v in self.gemm_efficiency.items():
             if not 0.0 < v <= 1.0:
                 raise ValueError(f"gemm_efficiency[{key!r}] must be in (0, 1], got {v}")
-        for key in ("kernel_overhead_us", "moe_layer_overhead_us"):
+        for key in self.OVERHEAD_FIELDS:
             if getattr(self, key) < 0:
                 raise ValueError(f"{key} must be >= 0, got {getattr(self, key)}")
 
@@ -125,18 +144,22 @@ class Calibration:
     def free_names(self) -> list[str]:
         names = (
             [f"gemm:{k}" for k in sorted(self.gemm_efficiency)]
-            + list(FRACTIONS)
-            + ["kernel_overhead_us", "moe_layer_overhead_us"]
+            + list(self.FRACTION_FIELDS)
+            + list(self.OVERHEAD_FIELDS)
         )
         fixed = set(self.fit.get("fixed_parameters", ()))
         return [n for n in names if n not in fixed]
+
+    def bounds(self, name: str) -> tuple[float, float]:
+        """The physical range a free parameter may take (GEMM efficiencies share one range)."""
+        return self.GEMM_BOUNDS if name.startswith("gemm:") else BOUNDS[name]
 
     def to_vector(self) -> np.ndarray:
         """Free parameters mapped to the real line: x = logit((v - lo) / (hi - lo)) within BOUNDS."""
         vals = []
         for name in self.free_names():
             v = self.gemm_efficiency[name[5:]] if name.startswith("gemm:") else getattr(self, name)
-            lo, hi = BOUNDS["gemm" if name.startswith("gemm:") else name]
+            lo, hi = self.bounds(name)
             vals.append(_logit((v - lo) / (hi - lo)))
         return np.array(vals)
 
@@ -144,13 +167,37 @@ class Calibration:
         gemm = dict(self.gemm_efficiency)
         kw: dict[str, float] = {}
         for name, v in zip(self.free_names(), x, strict=True):
-            lo, hi = BOUNDS["gemm" if name.startswith("gemm:") else name]
+            lo, hi = self.bounds(name)
             value = lo + (hi - lo) * _sigmoid(v)
             if name.startswith("gemm:"):
                 gemm[name[5:]] = value
             else:
                 kw[name] = value
         return replace(self, gemm_efficiency=MappingProxyType(gemm), **kw)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferenceCalibration(Calibration):
+    """The serving model's fitted efficiencies (module docstring). Load with
+    `load_calibration(kind="inference")`. Inference GEMM efficiencies may fall lower than training's
+    (small decode GEMMs, FP4 kernels that realise a smaller share of their doubled peak: research A10)."""
+
+    FRACTION_FIELDS: ClassVar[tuple[str, ...]] = (*FRACTIONS, "moe_efficiency")
+    OVERHEAD_FIELDS: ClassVar[tuple[str, ...]] = (
+        "kernel_overhead_us",
+        "moe_layer_overhead_us",
+        "step_overhead_us",
+        "expert_overhead_us",
+    )
+    GEMM_BOUNDS: ClassVar[tuple[float, float]] = (0.15, 0.95)
+    FILE: ClassVar[str] = "inference.toml"
+
+    moe_efficiency: float = 1.0
+    step_overhead_us: float = 0.0
+    expert_overhead_us: float = 0.0
+
+
+KINDS = {"training": Calibration, "inference": InferenceCalibration}
 
 
 def _logit(p: float) -> float:
@@ -162,9 +209,9 @@ def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x))
 
 
-def calibration_from_dict(d: dict) -> Calibration:
+def calibration_from_dict(d: dict, *, kind: str = "training") -> Calibration:
     p, fixed = d.get("parameters", {}), d.get("fixed", {})
-    return Calibration(
+    return _kind(kind)(
         gemm_efficiency=MappingProxyType({str(k): float(v) for k, v in d["gemm_efficiency"].items()}),
         fit=MappingProxyType(dict(d.get("fit", {}))),
         **{k: float(v) for k, v in p.items()},
@@ -172,19 +219,24 @@ def calibration_from_dict(d: dict) -> Calibration:
     )
 
 
-def load_calibration(path: str | Path | None = None) -> Calibration:
-    """The committed fit (`tenfold/data/calibration/training.toml`) or a file of the same layout."""
-    src = Path(path) if path is not None else data_dir("calibration") / "training.toml"
-    return calibration_from_dict(read_toml(src))
+def _kind(kind: str) -> type[Calibration]:
+    if kind not in KINDS:
+        raise ValueError(f"unknown calibration kind {kind!r}; known: {', '.join(KINDS)}")
+    return KINDS[kind]
+
+
+def load_calibration(path: str | Path | None = None, *, kind: str = "training") -> Calibration:
+    """The committed fit (`tenfold/data/calibration/training.toml`, or `inference.toml` for
+    kind="inference") or a file of the same layout."""
+    src = Path(path) if path is not None else data_dir("calibration") / _kind(kind).FILE
+    return calibration_from_dict(read_toml(src), kind=kind)
 
 
 def calibration_to_toml(cal: Calibration, *, header: str = "") -> str:
     lines = [f"# {line}" for line in header.splitlines()] + ["", "[gemm_efficiency]"]
     lines += [f'"{k}" = {v:.4f}' for k, v in sorted(cal.gemm_efficiency.items())]
     lines += ["", "[parameters]"]
-    lines += [
-        f"{k} = {getattr(cal, k):.4f}" for k in (*FRACTIONS, "kernel_overhead_us", "moe_layer_overhead_us")
-    ]
+    lines += [f"{k} = {getattr(cal, k):.4f}" for k in (*cal.FRACTION_FIELDS, *cal.OVERHEAD_FIELDS)]
     lines += ["", "[fixed]"]
     lines += [
         f"{k} = {getattr(cal, k)}"
@@ -239,6 +291,18 @@ def nelder_mead(f, x0: np.ndarray, *, step: float = 0.3, iters: int = 600, tol: 
     return simplex[int(np.argmin(values))]
 
 
+def _validator(kind: str):
+    """The validation module whose `load_cases` / `predict_case` a fit of this kind uses."""
+    _kind(kind)
+    if kind == "inference":
+        from tenfold.perf import validate_serving
+
+        return validate_serving
+    from tenfold.perf import validate
+
+    return validate
+
+
 def fit_calibration(
     cases=None,
     *,
@@ -246,17 +310,18 @@ def fit_calibration(
     iters: int = 600,
     restarts: int = 2,
     exclude: frozenset[str] = frozenset(),
+    kind: str = "training",
 ) -> Calibration:
     """Fit the free parameters on validation cases (default: the shipped rows), leaving out `exclude` ids.
 
     Objective: reliability-weighted mean |predicted/measured - 1| over the rows that can be predicted,
     each row's error capped at `ERROR_CAP` so that one unexplained outlier cannot move every efficiency.
+    `kind` picks the model: "training" (training_runs.csv) or "inference" (inference_runs.csv).
     """
-    from tenfold.perf import validate
-
+    validate = _validator(kind)
     cases = validate.load_cases() if cases is None else cases
     cases = [c for c in cases if c.reason == "" and c.id not in exclude]
-    start = start or load_calibration()
+    start = start or load_calibration(kind=kind)
     weights = np.array([RELIABILITY_WEIGHT.get(c.reliability, 0.5) for c in cases])
 
     def objective(x: np.ndarray) -> float:
@@ -278,40 +343,46 @@ def fit_calibration(
     return replace(fitted, fit=MappingProxyType(info))
 
 
-def leave_one_out(cases=None, *, start: Calibration | None = None, iters: int = 250) -> dict[str, float]:
+def leave_one_out(
+    cases=None, *, start: Calibration | None = None, iters: int = 250, kind: str = "training"
+) -> dict[str, float]:
     """Refit without each row and predict it: id -> held-out signed error (predicted/measured - 1)."""
-    from tenfold.perf import validate
-
+    validate = _validator(kind)
     cases = validate.load_cases() if cases is None else cases
-    start = start or load_calibration()
+    start = start or load_calibration(kind=kind)
     out = {}
     for c in cases:
         if c.reason:
             continue
-        cal = fit_calibration(cases, start=start, iters=iters, restarts=1, exclude=frozenset({c.id}))
+        cal = fit_calibration(
+            cases, start=start, iters=iters, restarts=1, exclude=frozenset({c.id}), kind=kind
+        )
         out[c.id] = validate.predict_case(c, cal).error
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="Refit the training calibration on the shipped validation rows.")
-    ap.add_argument("--write", action="store_true", help="rewrite tenfold/data/calibration/training.toml")
+    ap = argparse.ArgumentParser(description="Refit a calibration on the shipped validation rows.")
+    ap.add_argument("--kind", choices=list(KINDS), default="training")
+    ap.add_argument("--write", action="store_true", help="rewrite tenfold/data/calibration/<kind>.toml")
     ap.add_argument("--iters", type=int, default=600)
     ap.add_argument("--loo", action="store_true", help="also report leave-one-out errors")
     args = ap.parse_args(argv)
-    cal = fit_calibration(iters=args.iters)
+    cal = fit_calibration(iters=args.iters, kind=args.kind)
+    runs = "training_runs.csv" if args.kind == "training" else "inference_runs.csv"
     header = (
-        "Fitted by `python -m tenfold.perf.calibration --write` (tenfold.perf.calibration.fit_calibration)\n"
-        "on tenfold/data/validation/training_runs.csv; see the module docstring for what each value means."
+        f"Fitted by `python -m tenfold.perf.calibration --kind {args.kind} --write`\n"
+        f"(tenfold.perf.calibration.fit_calibration) on tenfold/data/validation/{runs};\n"
+        "see the module docstring for what each value means and BOUNDS for each one's physical range."
     )
     text = calibration_to_toml(cal, header=header)
     print(text)
     if args.write:
-        target = Path(str(data_dir("calibration") / "training.toml"))
+        target = Path(str(data_dir("calibration") / _kind(args.kind).FILE))
         target.write_text(text)
         print(f"wrote {target}")
     if args.loo:
-        errs = leave_one_out(start=cal)
+        errs = leave_one_out(start=cal, kind=args.kind)
         for k, v in errs.items():
             print(f"{k:45s} {v * 100:+7.1f} %")
         print(f"leave-one-out MAPE {np.mean(np.abs(list(errs.values()))) * 100:.2f} % over {len(errs)} rows")

@@ -1,5 +1,11 @@
-"""Training precisions as the cost model sees them: which peak the block GEMMs run at, how many bytes an
+"""Number formats as the cost models see them: which peak the block GEMMs run at, how many bytes an
 operand takes, and what quantizing it costs in HBM traffic.
+
+This table is the one place that says how many bytes a weight or a KV-cache element takes in each format,
+counting its share of the block scales: bf16/fp16 2 B, fp8 1 B (per-tensor or 128x128-block scales are
+negligible), mxfp8 1 + 1/32 B (8.25 bits), nvfp4 0.5 + 1/16 B (4.5 bits: E2M1 plus one E4M3 scale per 16),
+mxfp4 0.5 + 1/32 B (4.25 bits: one E8M0 scale per 32; OCP MX v1.0). The training model reads it for GEMM
+operands, the inference model for weights and the KV cache (`operand_bytes`).
 
 The low precision applies to the transformer blocks' linear layers (QKV, projection, FFN, experts), as in
 Transformer Engine / Megatron-Core recipes; attention (flash), softmax, norms, the router, the output head
@@ -13,6 +19,8 @@ and the optimizer stay in BF16/FP32 (perfmodel.md §4: "model the precision per 
   scales each way, no global amax: ~4.1 B.
 * nvfp4 (E2M1 in 1x16 blocks, E4M3 scales, fp32 tensor scale): amax pass 2 B, read 2 B, two 0.5 B copies,
   scales 2/16 B, and the 16x16 random Hadamard transform on wgrad inputs folded into the same pass: ~5.1 B.
+* mxfp4 (E2M1 in 1x32 blocks, E8M0 scales, no tensor scale): read 2 B, two 0.5 B copies and 2/32 B of
+  scales, no amax pass: ~3.1 B. (Used for gpt-oss's released expert weights; training in it is rare.)
 TE fuses some of these passes into norms and activations; the fitted HBM efficiency absorbs the rest.
 """
 
@@ -97,6 +105,15 @@ PRECISIONS: dict[str, Precision] = {
             operand_bytes=0.5 + 1 / 16,
             quant_bytes=5.1,
             weight_copy_bytes=1.0 + 2 / 16,
+            bits_class="4",
+        ),
+        Precision(
+            name="mxfp4",
+            peak_key="fp4",
+            needs_block_scaling=True,
+            operand_bytes=0.5 + 1 / 32,
+            quant_bytes=3.1,
+            weight_copy_bytes=1.0 + 2 / 32,
             bits_class="4",
         ),
     )

@@ -171,7 +171,7 @@ def _row_model(row: dict[str, str]) -> tuple[ModelSpec | None, str, list[str]]:
     if row.get("experts"):
         over.update(
             experts=_int(row["experts"]),
-            shared_experts=_int(row["shared_experts"], 0),
+            shared_experts=_int(row.get("shared_experts"), base.shared_experts),
             topk=_int(row["topk"]),
             moe_ffn=_int(row["moe_ffn"]),
         )
@@ -405,6 +405,28 @@ def _mape(rows: list[RowResult]) -> float:
     return float(np.mean([abs(r.error) for r in rows])) if rows else math.nan
 
 
+def build_report(
+    results: list[RowResult], unpredictable: list[tuple[str, str]], moe_ids: set[str]
+) -> ValidationReport:
+    """Per-row results and the rows that could not be predicted -> MAPE overall, by GPU, by reliability and
+    by architecture (dense / moe). Shared by the training and inference validations."""
+    by = defaultdict(list)
+    rel = defaultdict(list)
+    kind = defaultdict(list)
+    for r in results:
+        by[r.gpu].append(r)
+        rel[r.reliability].append(r)
+        kind["moe" if r.id in moe_ids else "dense"].append(r)
+    return ValidationReport(
+        rows=tuple(results),
+        unpredictable=tuple(unpredictable),
+        mape=_mape(results),
+        mape_by_gpu={k: _mape(v) for k, v in sorted(by.items())},
+        mape_by_reliability={k: _mape(v) for k, v in sorted(rel.items())},
+        mape_by_arch={k: _mape(v) for k, v in sorted(kind.items())},
+    )
+
+
 def validate_training(
     path: str | Path | None = None, *, calibration: Calibration | None = None
 ) -> ValidationReport:
@@ -412,19 +434,5 @@ def validate_training(
     cal = calibration or load_calibration()
     cases = load_cases(path)
     results = [predict_case(c, cal) for c in cases if not c.reason]
-    arch = {c.id: (c.model.is_moe if c.model else False) for c in cases}
-    by = defaultdict(list)
-    rel = defaultdict(list)
-    kind = defaultdict(list)
-    for r in results:
-        by[r.gpu].append(r)
-        rel[r.reliability].append(r)
-        kind["moe" if arch[r.id] else "dense"].append(r)
-    return ValidationReport(
-        rows=tuple(results),
-        unpredictable=tuple((c.id, c.reason) for c in cases if c.reason),
-        mape=_mape(results),
-        mape_by_gpu={k: _mape(v) for k, v in sorted(by.items())},
-        mape_by_reliability={k: _mape(v) for k, v in sorted(rel.items())},
-        mape_by_arch={k: _mape(v) for k, v in sorted(kind.items())},
-    )
+    moe = {c.id for c in cases if c.model is not None and c.model.is_moe}
+    return build_report(results, [(c.id, c.reason) for c in cases if c.reason], moe)

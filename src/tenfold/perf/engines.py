@@ -1,0 +1,145 @@
+"""Serving engines: how each one sizes its KV cache, batches requests and overlaps work, as named presets.
+
+Like `stack.py` for training, these are facts about the software (documented defaults), not fitted
+numbers; a validation row names its preset in the `engine_preset` column and may override a field
+(`kv_fraction`, `max_batch_size`, `max_num_tokens`) where its source states the value.
+
+KV-cache sizing (shared/research/inference.md takeaway 3, §A8 "Batch limit"):
+* TensorRT-LLM: `kv_cache_free_gpu_mem_fraction` (default 0.90) of the memory left free after the weights
+  and the activation/workspace profile; the default capacity scheduler (GUARANTEED_NO_EVICT) admits a
+  request only if its whole sequence (input + output) fits. trtllm-bench's perf tables use 0.95 "in many
+  cases"; its tuning heuristic caps the batch at 4096 and sizes the tokens per step to batch x (1 + ISL/OSL)
+  within 2048-32768 (tensorrt_llm/bench/build/tuning.py).
+* vLLM: `gpu_memory_utilization` (default 0.90) is a fraction of the *whole* GPU memory, from which the
+  weights and the profiled activation peak are subtracted; blocks are allocated as sequences grow, so the
+  steady state needs the mean sequence length (input + output/2) per request. V1 defaults on
+  Hopper/Blackwell servers: max_num_seqs 1024, max_num_batched_tokens 8192.
+* SGLang: `mem_fraction_static` (about 0.88 on large GPUs) of the whole memory for weights + KV pool,
+  allocation on demand like vLLM; chunked prefill of 8192 tokens.
+
+Scheduling and overlap (all presets): continuous (in-flight) batching, so one engine step runs the
+decode tokens of every running sequence together with prefill tokens of new requests through the same
+GEMMs (`inference_step.py`); kernel launch costs are the fitted per-kernel overhead (CUDA graphs);
+MoE communication under attention DP is exposed unless `ep_overlap` (SGLang's two-batch overlap). How
+the MoE layer exchanges tokens under attention DP (`ep_comm`): TensorRT-LLM's CUTLASS MoE path all-gathers
+every rank's tokens in FP4/FP8 and reduce-scatters the BF16 outputs (blog 3, "FP4 AllGather"); SGLang and
+vLLM dispatch each token only to the ranks holding its experts (DeepEP all-to-all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+KV_BASES = ("free", "total")
+KV_RESERVATIONS = ("full", "mean")
+EP_COMMS = ("allgather", "alltoall")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Engine:
+    """Fields:
+    name: preset name.
+    kv_fraction: share of memory given to the KV cache (see kv_basis).
+    kv_basis: "free" = a fraction of the memory left after weights and workspace (TensorRT-LLM);
+        "total" = a fraction of the whole memory, from which weights and workspace are then subtracted
+        (vLLM, SGLang).
+    kv_reservation: "full" = a request reserves KV for input + output tokens before it is admitted;
+        "mean" = blocks grow with the sequence, so a running request holds input + output/2 on average.
+    max_batch_size: most sequences one attention rank runs at once.
+    max_num_tokens: most tokens one engine step processes per attention rank (decode + prefill chunk);
+        0 = sized by trtllm-bench's heuristic: batch x (1 + ISL/OSL) rounded up to 256, within 2048-32768.
+    runtime_reserve_GiB: CUDA context, NCCL buffers, cuBLAS/CUTLASS workspaces and the sampler, held
+        besides weights and activations.
+    ep_overlap: MoE dispatch/combine overlaps the other micro-batch's compute (two-batch overlap).
+    ep_comm: "allgather" (all-gather tokens, reduce-scatter outputs) or "alltoall" (dispatch/combine
+        to the ranks holding each token's experts).
+    """
+
+    name: str
+    kv_fraction: float = 0.90
+    kv_basis: str = "free"
+    kv_reservation: str = "full"
+    max_batch_size: int = 2048
+    max_num_tokens: int = 8192
+    runtime_reserve_GiB: float = 3.0
+    ep_overlap: bool = False
+    ep_comm: str = "allgather"
+
+    def __post_init__(self) -> None:
+        if self.ep_comm not in EP_COMMS:
+            raise ValueError(f"ep_comm {self.ep_comm!r} not in {EP_COMMS}")
+        if not 0.0 < self.kv_fraction <= 1.0:
+            raise ValueError(f"kv_fraction must be in (0, 1], got {self.kv_fraction}")
+        if self.kv_basis not in KV_BASES:
+            raise ValueError(f"kv_basis {self.kv_basis!r} not in {KV_BASES}")
+        if self.kv_reservation not in KV_RESERVATIONS:
+            raise ValueError(f"kv_reservation {self.kv_reservation!r} not in {KV_RESERVATIONS}")
+        if self.max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
+        if self.max_num_tokens < 0:
+            raise ValueError(f"max_num_tokens must be >= 0 (0 = auto), got {self.max_num_tokens}")
+        if self.runtime_reserve_GiB < 0:
+            raise ValueError(f"runtime_reserve_GiB must be >= 0, got {self.runtime_reserve_GiB}")
+
+
+_ENGINES: dict[str, Callable[[], Engine]] = {}
+
+
+def _register(fn: Callable[[], Engine]) -> Callable[[], Engine]:
+    _ENGINES[fn().name] = fn
+    return fn
+
+
+@_register
+def _trtllm() -> Engine:
+    """TensorRT-LLM serving (trtllm-serve / LLM API) with its defaults: KV fraction 0.90 of free memory,
+    max_batch_size 2048, max_num_tokens 8192, guaranteed-no-evict admission."""
+    return Engine(name="trtllm")
+
+
+@_register
+def _trtllm_bench() -> Engine:
+    """trtllm-bench throughput as in TensorRT-LLM's perf-overview tables: KV fraction 0.95, batch cap 4096,
+    max_num_tokens from its tuning heuristic (batch x (1 + ISL/OSL), within 2048-32768)."""
+    return Engine(name="trtllm-bench", kv_fraction=0.95, max_batch_size=4096, max_num_tokens=0)
+
+
+@_register
+def _vllm() -> Engine:
+    """vLLM V1 (`vllm serve` on Hopper/Blackwell): gpu_memory_utilization 0.90 of total memory, on-demand
+    paged blocks, max_num_seqs 1024, max_num_batched_tokens 8192."""
+    return Engine(
+        name="vllm",
+        kv_basis="total",
+        kv_reservation="mean",
+        max_batch_size=1024,
+        max_num_tokens=8192,
+        ep_comm="alltoall",
+    )
+
+
+@_register
+def _sglang() -> Engine:
+    """SGLang: mem_fraction_static 0.88 of total memory, on-demand KV pool, chunked prefill 8192."""
+    return Engine(
+        name="sglang",
+        kv_fraction=0.88,
+        kv_basis="total",
+        kv_reservation="mean",
+        max_batch_size=4096,
+        max_num_tokens=8192,
+        ep_comm="alltoall",
+    )
+
+
+ENGINE_NAMES = tuple(_ENGINES)
+
+
+def engine(name: str = "trtllm", **overrides: object) -> Engine:
+    """A named preset, optionally with fields overridden (`engine("trtllm", kv_fraction=0.95)`)."""
+    try:
+        base = _ENGINES[name]()
+    except KeyError:
+        raise ValueError(f"unknown serving engine {name!r}; known: {', '.join(ENGINE_NAMES)}") from None
+    return replace(base, **overrides) if overrides else base
