@@ -64,6 +64,12 @@ class GemmPlan:
     def reuse_dy(self) -> bool:
         return _reusable(self.dgrad_a, self.wgrad_a)
 
+    @property
+    def stochastic(self) -> bool:
+        """Whether any operand rounds stochastically (then the step counter advances per backward)."""
+        ops = (self.fprop_a, self.fprop_b, self.dgrad_a, self.dgrad_b, self.wgrad_a, self.wgrad_b)
+        return any(s is not None and s.rounding == Rounding.STOCHASTIC for s in ops)
+
     def delayed(self, s: Scheme | None) -> bool:
         return s is not None and s.scaling == Scaling.DELAYED
 
@@ -115,10 +121,13 @@ class QuantizedLinearFunction(torch.autograd.Function):
         bias: torch.Tensor | None,
         scales: torch.Tensor | None,
         history: torch.Tensor | None,
-        offset: torch.Tensor,
+        sr_step: torch.Tensor,
         plan: GemmPlan,
     ) -> torch.Tensor:
+        """`sr_step` (a module buffer) sets this pass's noise offset; when the plan rounds anything
+        stochastically it is advanced by one at the end of backward."""
         be = plan.quant_backend
+        offset = sr_step * SR_STRIDE
         if plan.native and plan.fprop_a is not None and plan.fprop_b is not None:
             out = native.scaled_mm(x, plan.fprop_a, weight, plan.fprop_b, scales, ("x", "w"), offset)
             xq = wq = None
@@ -133,6 +142,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
         keep_w = wq if plan.reuse_w and wq is not None else weight
         ctx.save_for_backward(keep_x, keep_w, scales, history, offset)
         ctx.plan = plan
+        ctx.sr_counter = sr_step if plan.stochastic else None
         ctx.reused = (keep_x is xq, keep_w is wq)
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
         return out.to(x.dtype)
@@ -172,6 +182,8 @@ class QuantizedLinearFunction(torch.autograd.Function):
             dw = dw.to(w_dtype)
         if b_dtype is not None and ctx.needs_input_grad[2]:
             db = dy.to(torch.float32).sum(0).to(b_dtype)
+        if ctx.sr_counter is not None:
+            ctx.sr_counter.add_(1)
         return dx, dw, db, None, None, None, None
 
 

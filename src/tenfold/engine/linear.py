@@ -10,8 +10,10 @@ the same bits (the failure class of Transformer Engine issue #982):
   of (seed, n * 2^32 + i), so no generator state exists to lose;
 * ``hadamard_signs``: the sign vector of the random Hadamard transform.
 
-Amaxes are observed and SR steps advance only while autograd is recording (training forwards): an
-evaluation pass under `torch.no_grad()` does not change the training trajectory.
+Amaxes are observed only while autograd is recording, and the SR step advances at the end of each
+backward pass, so an evaluation pass under `torch.no_grad()` does not change the training trajectory.
+(Advancing it in backward rather than forward also keeps torch.compile exact: AOTAutograd may recompute
+a value derived from a buffer in the backward graph, after a forward-time mutation of that buffer.)
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tenfold.engine.backend import BackendChoice, select_backend
-from tenfold.engine.gemm import SR_STRIDE, TENSOR_INDEX, GemmPlan, QuantizedLinearFunction, _observe
+from tenfold.engine.gemm import TENSOR_INDEX, GemmPlan, QuantizedLinearFunction, _observe
 from tenfold.engine.recipes import GEMMS, Recipe
 from tenfold.formats import AmaxHistory, Scheme
 from tenfold.formats.rounding import Rounding
@@ -106,7 +108,6 @@ class QuantLinear(nn.Module):
         self.backend_choice: BackendChoice = select_backend(
             recipe, dev, requested=backend, in_features=self.in_features, out_features=self.out_features
         )
-        self.uses_sr = recipe.uses_stochastic_rounding
         self.register_load_state_dict_post_hook(_rebuild_after_load)
         self.rebuild_plan()
 
@@ -173,10 +174,7 @@ class QuantLinear(nn.Module):
             for t, v in (("x", x2), ("w", w)):
                 if t in self.delayed:
                     _observe(hist, t, v)
-        offset = self.sr_step * SR_STRIDE
-        if self.uses_sr and training:
-            self.sr_step += 1
-        out = QuantizedLinearFunction.apply(x2, w, self.bias, self.scale, hist, offset, self.plan)
+        out = QuantizedLinearFunction.apply(x2, w, self.bias, self.scale, hist, self.sr_step, self.plan)
         return out.reshape(*x.shape[:-1], self.out_features)
 
     def update_scaling(self) -> None:

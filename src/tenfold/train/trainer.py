@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from tenfold.engine import ConversionPolicy, ConversionReport, convert, recipe, update_scaling
 from tenfold.engine.backend import BACKENDS
+from tenfold.engine.quant import QUANT_BACKENDS
 from tenfold.engine.recipes import RECIPE_NAMES
 from tenfold.train.data import DEFAULT_MAX_BYTES, ByteDataset, load_corpus
 from tenfold.train.model import GPT, MODEL_SIZES, GPTConfig
@@ -46,6 +47,7 @@ class TrainConfig:
         data: text file to train on; None = the embedded standard-library corpus.
         max_corpus_bytes: cap on the embedded corpus.
         backend: GEMM backend of quantized layers: auto | emulated | native.
+        quant_backend: how emulated operands are quantized: auto | eager | compiled | reference.
         hp_last_blocks: override the recipe's high-precision tail (None = recipe default).
         compile: wrap the model in torch.compile.
     """
@@ -70,6 +72,7 @@ class TrainConfig:
     data: str | None = None
     max_corpus_bytes: int = DEFAULT_MAX_BYTES
     backend: str = "auto"
+    quant_backend: str = "auto"
     hp_last_blocks: int | None = None
     compile: bool = False
 
@@ -90,6 +93,10 @@ class TrainConfig:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend {self.backend!r} is not one of: {', '.join(BACKENDS)}")
+        if self.quant_backend not in QUANT_BACKENDS:
+            raise ValueError(
+                f"quant_backend {self.quant_backend!r} is not one of: {', '.join(QUANT_BACKENDS)}"
+            )
         self.gpt_config()  # validates the shape overrides
 
     def gpt_config(self) -> GPTConfig:
@@ -151,11 +158,10 @@ class Trainer:
         torch.manual_seed(config.seed)
         self.model = GPT(cfg)
         r = recipe(config.recipe, seed=config.seed)
-        self.conversion = convert(
-            self.model,
-            r,
-            policy=ConversionPolicy(backend=config.backend, hp_last_blocks=config.hp_last_blocks),
+        policy = ConversionPolicy(
+            backend=config.backend, quant_backend=config.quant_backend, hp_last_blocks=config.hp_last_blocks
         )
+        self.conversion = convert(self.model, r, policy=policy)
         decay = [p for p in self.model.parameters() if p.ndim >= 2]
         no_decay = [p for p in self.model.parameters() if p.ndim < 2]
         self.optimizer = torch.optim.AdamW(
