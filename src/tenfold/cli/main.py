@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tenfold.cli import demo
+from tenfold.cli import demo, train
 
 app = typer.Typer(
     name="tenfold",
@@ -21,6 +21,7 @@ def _root() -> None:
 
 
 app.command(name="demo")(demo.demo)
+app.command(name="train")(train.train)
 
 
 def main() -> None:
