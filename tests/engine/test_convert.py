@@ -151,3 +151,17 @@ def test_policy_validation():
         ConversionPolicy(backend="tpu")
     with pytest.raises(ValueError, match="root module"):
         convert(nn.Linear(64, 64), "mxfp8")
+
+
+def test_deferred_initialisation_on_the_meta_device():
+    """FSDP-style: build on meta, materialise with to_empty(), re-initialise; the backend follows the
+    device the layer actually runs on."""
+    ref = QuantLinear(64, 32, recipe=recipe("nvfp4"), seed=4)
+    lazy = QuantLinear(64, 32, recipe=recipe("nvfp4"), seed=4, device="meta")
+    assert "meta" in lazy.backend_choice.reason
+    lazy.to_empty(device="cpu")
+    lazy.reset_parameters()
+    lazy.load_state_dict({"weight": ref.weight.detach(), "bias": ref.bias.detach()}, strict=False)
+    x = torch.randn(8, 64)
+    assert torch.equal(lazy(x), ref(x)) and "cpu" in lazy.backend_choice.reason
+    assert lazy.plan == ref.plan and int(lazy.sr_step) == 0

@@ -71,6 +71,7 @@ def worker(rank: int, kind: str, init: str, out: str) -> None:
             },
             Path(out) / f"rank{rank}.pt",
         )
+        dist.barrier()  # no rank tears its connections down while another still uses them
     finally:
         dist.destroy_process_group()
 

@@ -8,18 +8,21 @@ from torch import nn
 
 from tenfold.engine import RECIPE_NAMES, QuantLinear, quantized_linear_reference, recipe
 from tenfold.engine.gemm import SR_STRIDE
-from tenfold.formats import AmaxHistory, quantize
+from tenfold.formats import AmaxHistory, fake_quantize, quantize
 from tenfold.formats.blocking import from_working
 
 from ..formats.helpers import same_values
 
 
 def direct(x: torch.Tensor, s, axis: int, scale: torch.Tensor | None, offset: int) -> torch.Tensor:
-    """An operand straight from `tenfold.formats.quantize` (None: high precision)."""
+    """An operand straight from the formats core (None: high precision)."""
     if s is None:
         return x.float()
     if axis == 0 and not (s.is_2d or s.family.value == "tensor"):
         s = s.with_options(axis=0)
+    if not s.hadamard and s.scaling.value != "delayed":
+        return fake_quantize(x.detach(), s, offset=offset, backend="reference")
+    # rotated operands stay rotated (the GEMM multiplies them so); fake_quantize would rotate back
     state = None
     if s.scaling.value == "delayed":
         state = AmaxHistory(length=1, fp8_max=s.element.max)

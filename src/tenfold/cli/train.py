@@ -32,7 +32,7 @@ def train(
     backend: str = typer.Option("auto", help="GEMM backend: auto | emulated | native"),
     compile_model: bool = typer.Option(False, "--compile", help="wrap the model in torch.compile"),
     threads: int | None = typer.Option(None, help="torch CPU threads (default: torch's choice)"),
-    out: str = typer.Option("tenfold-runs", help="output folder (a subfolder per recipe)"),
+    out: str = typer.Option("runs", help="output folder (a subfolder per recipe)"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON (no progress bar)"),
 ) -> None:
     """Train a small GPT (pre-norm, SwiGLU, RoPE) on bytes with a recipe; write metrics and a loss plot.

@@ -123,20 +123,25 @@ class QuantizedLinearFunction(torch.autograd.Function):
         history: torch.Tensor | None,
         sr_step: torch.Tensor,
         plan: GemmPlan,
+        lead: tuple[int, ...],
     ) -> torch.Tensor:
         """`sr_step` (a module buffer) sets this pass's noise offset; when the plan rounds anything
-        stochastically it is advanced by one at the end of backward."""
+        stochastically it is advanced by one at the end of backward. The output has shape
+        (*lead, out_features) and is written in place, so it is not a view (FSDP2 hooks need that)."""
         be = plan.quant_backend
         offset = sr_step * SR_STRIDE
+        n = weight.shape[0]
+        out = torch.empty((*lead, n), dtype=torch.float32, device=x.device)
+        out2 = out.view(-1, n)
         if plan.native and plan.fprop_a is not None and plan.fprop_b is not None:
-            out = native.scaled_mm(x, plan.fprop_a, weight, plan.fprop_b, scales, ("x", "w"), offset)
+            out2.copy_(native.scaled_mm(x, plan.fprop_a, weight, plan.fprop_b, scales, ("x", "w"), offset))
             xq = wq = None
         else:
             xq = _q(x, plan.fprop_a, 1, scales, "x", offset, be)
             wq = _q(weight, plan.fprop_b, 1, scales, "w", offset, be)
-            out = torch.mm(xq, wq.t())
+            torch.mm(xq, wq.t(), out=out2)
         if bias is not None:
-            out = out + bias.to(torch.float32)
+            out2.add_(bias.to(torch.float32))
         # keep what backward needs: the operand itself, or its quantized values when they are reused
         keep_x = xq if plan.reuse_x and xq is not None else x
         keep_w = wq if plan.reuse_w and wq is not None else weight
@@ -151,6 +156,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
     def backward(ctx: torch.autograd.function.FunctionCtx, dy: torch.Tensor):  # type: ignore[override]
         keep_x, keep_w, scales, history, offset = ctx.saved_tensors
         plan: GemmPlan = ctx.plan
+        dy = dy.reshape(-1, dy.shape[-1])
         x_reused, w_reused = ctx.reused
         x_dtype, w_dtype, b_dtype = ctx.dtypes
         be = plan.quant_backend
@@ -184,7 +190,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
             db = dy.to(torch.float32).sum(0).to(b_dtype)
         if ctx.sr_counter is not None:
             ctx.sr_counter.add_(1)
-        return dx, dw, db, None, None, None, None
+        return dx, dw, db, None, None, None, None, None
 
 
 def quantized_linear_reference(

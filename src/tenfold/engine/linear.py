@@ -78,10 +78,19 @@ class QuantLinear(nn.Module):
         return self.weight
 
     def reset_parameters(self) -> None:
-        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))  # nn.Linear's initialisation
+        """nn.Linear's initialisation, and fresh quantization state (e.g. after `to_empty()`)."""
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
             nn.init.uniform_(self.bias, -bound, bound)
+        if hasattr(self, "sr_step"):
+            with torch.no_grad():
+                self.sr_seed.fill_(self._seed)
+                self.sr_step.zero_()
+                self.hadamard_signs.copy_(torch.tensor(self._signs, dtype=torch.int8))
+                if self.amax_history is not None:
+                    self.amax_history.zero_()
+                    self.scale.fill_(1.0)
 
     def _setup(self, recipe: Recipe, seed: int, backend: str, quant_backend: str) -> None:
         if not isinstance(recipe, Recipe):
@@ -94,9 +103,8 @@ class QuantLinear(nn.Module):
         self.register_buffer("sr_seed", torch.tensor(seed, dtype=torch.int64, device=dev))
         self.register_buffer("sr_step", torch.zeros((), dtype=torch.int64, device=dev))
         signs = next((s.hadamard_signs for s in recipe.all_schemes() if s is not None and s.hadamard), None)
-        self.register_buffer(
-            "hadamard_signs", torch.tensor(signs or TE_HADAMARD_SIGNS, dtype=torch.int8, device=dev)
-        )
+        self._seed, self._signs = seed, tuple(signs or TE_HADAMARD_SIGNS)
+        self.register_buffer("hadamard_signs", torch.tensor(self._signs, dtype=torch.int8, device=dev))
         self.delayed = recipe.delayed_tensors()
         if self.delayed:
             L = recipe.amax_history_len
@@ -105,9 +113,8 @@ class QuantLinear(nn.Module):
         else:
             self.amax_history = None
             self.scale = None
-        self.backend_choice: BackendChoice = select_backend(
-            recipe, dev, requested=backend, in_features=self.in_features, out_features=self.out_features
-        )
+        self.requested_backend = backend
+        self._select_backend(dev)
         self.register_load_state_dict_post_hook(_rebuild_after_load)
         self.rebuild_plan()
 
@@ -134,10 +141,25 @@ class QuantLinear(nn.Module):
     def _features_of(linear: nn.Module) -> tuple[int, int]:
         return linear.in_features, linear.out_features
 
+    def _select_backend(self, device: torch.device) -> None:
+        self.backend_choice: BackendChoice = select_backend(
+            self.recipe,
+            device,
+            requested=self.requested_backend,
+            in_features=self.in_features,
+            out_features=self.out_features,
+        )
+        self._backend_device = device
+
     def rebuild_plan(self) -> None:
-        """Resolve the operand schemes from the recipe and the buffers (seeds, Hadamard signs)."""
-        seed = int(self.sr_seed)
-        signs = tuple(int(v) for v in self.hadamard_signs.tolist())
+        """Resolve the operand schemes from the recipe and the buffers (seeds, Hadamard signs).
+
+        Buffers on the meta device (deferred initialisation) hold no values; the values given at
+        construction are used until real buffers are loaded."""
+        if not self.sr_seed.is_meta:
+            self._seed = int(self.sr_seed)
+            self._signs = tuple(int(v) for v in self.hadamard_signs.tolist())
+        seed, signs = self._seed, self._signs
 
         def resolve(i: int, s: Scheme | None) -> Scheme | None:
             if s is None:
@@ -163,6 +185,9 @@ class QuantLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self._weight_out_in()
+        if w.device != self._backend_device:  # moved since construction: choose again for this device
+            self._select_backend(w.device)
+            self.rebuild_plan()
         if not self.recipe.quantizes:
             return F.linear(x, w, self.bias)
         if x.shape[-1] != self.in_features:
@@ -174,8 +199,9 @@ class QuantLinear(nn.Module):
             for t, v in (("x", x2), ("w", w)):
                 if t in self.delayed:
                     _observe(hist, t, v)
-        out = QuantizedLinearFunction.apply(x2, w, self.bias, self.scale, hist, self.sr_step, self.plan)
-        return out.reshape(*x.shape[:-1], self.out_features)
+        lead = tuple(x.shape[:-1])
+        fn = QuantizedLinearFunction.apply
+        return fn(x2, w, self.bias, self.scale, hist, self.sr_step, self.plan, lead)
 
     def update_scaling(self) -> None:
         """Step boundary for delayed scaling: new scales from the histories, then roll them (TE rules,

@@ -214,12 +214,12 @@ class Trainer:
         }
 
     @torch.no_grad()
-    def evaluate(self) -> float:
-        """Mean validation loss over the fixed validation batches."""
+    def evaluate(self, batches: int | None = None) -> float:
+        """Mean validation loss over the first `batches` fixed validation batches (default: eval_batches)."""
         c = self.config
         self.model.eval()
         losses = []
-        for i in range(max(c.eval_batches, 1)):
+        for i in range(max(batches or c.eval_batches, 1)):
             x, y = self.dataset.batch("val", i, c.batch_size, c.gpt_config().seq_len, c.seed)
             losses.append(self._loss(x, y).item())
         self.model.train()
