@@ -10,7 +10,11 @@ another seed (`bf16 seed+1`) shows how far two equally good runs land apart at t
 Literature expectations (issue 3; arXiv 2506.08027, 2509.25149): mxfp8 within ~0.5 % of the baseline,
 mxfp8_floor no better than mxfp8, nvfp4 within ~2 % and better than each ablation and than mxfp4.
 
-    python benchmarks/convergence.py [--steps 600] [--threads 1] [--out runs/convergence] [--json]
+    python benchmarks/convergence.py [--steps 500] [--threads 1] [--out runs/convergence] [--json]
+
+About 30 minutes on 2 CPU cores with the defaults (one thread, so another process can use the other
+core without the oversubscription that slows OpenMP kernels many times over); `--threads 2` on an idle
+machine halves that.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ def run_one(name: str, seed: int, data: ByteDataset, args: argparse.Namespace) -
         lr=args.lr,
         warmup_steps=args.warmup,
         eval_every=args.eval_every,
-        eval_batches=16,
+        eval_batches=8,
         seed=seed,
     )
     t0 = time.perf_counter()
@@ -73,32 +77,30 @@ def run_one(name: str, seed: int, data: ByteDataset, args: argparse.Namespace) -
 
 
 def plot(results: list[dict], path: Path, title: str) -> None:
+    """Left: smoothed training loss (after the first 20 % of steps); right: validation loss."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(15, 6), dpi=110)
+    fig, (ax_t, ax_v) = plt.subplots(1, 2, figsize=(15, 6), dpi=110)
     cmap = plt.get_cmap("tab20")
+    n = len(results[0]["steps"])
+    skip = int(n * 0.2)
     for i, r in enumerate(results):
-        style = "--" if r["recipe"].startswith("bf16") else "-"
         label = r["recipe"] if r["seed"] == results[0]["seed"] else f"{r['recipe']} (seed {r['seed']})"
         color = "black" if label == "bf16" else cmap(i % 20)
-        for ax in axes:
-            ax.plot(r["steps"], smooth(r["losses"], 25), style, color=color, linewidth=1.1, label=label)
+        style = "--" if r["recipe"] == "bf16" else "-"
+        ax_t.plot(r["steps"][skip:], smooth(r["losses"], 25)[skip:], style, color=color, lw=1.1, label=label)
         vs, vl = zip(*r["evals"], strict=True)
-        axes[1].plot(vs, vl, "o", color=color, markersize=3)
-    n = len(results[0]["steps"])
-    tail = [v for r in results for v in smooth(r["losses"], 25)[int(n * 0.4) :]]
-    axes[1].set_xlim(int(n * 0.4), n)
-    axes[1].set_ylim(min(tail) * 0.98, sorted(tail)[int(len(tail) * 0.97)] * 1.02)
-    axes[0].set_title("training loss (moving average of 25 steps)")
-    axes[1].set_title("last 60 %; dots: validation loss")
-    for ax in axes:
+        ax_v.plot(vs, vl, style, marker="o", color=color, lw=1.1, markersize=3, label=label)
+    ax_t.set_title(f"training loss (moving average of 25 steps), steps {skip}-{n}")
+    ax_v.set_title("validation loss (same held-out batches for every recipe)")
+    for ax in (ax_t, ax_v):
         ax.set_xlabel("step")
+        ax.set_ylabel("cross-entropy (nats / byte)")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("cross-entropy (nats / byte)")
-    axes[1].legend(fontsize=7, ncol=2, loc="upper right")
+    ax_v.legend(fontsize=7, ncol=2, loc="upper right")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path)
@@ -107,7 +109,7 @@ def plot(results: list[dict], path: Path, title: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=50)
@@ -116,12 +118,13 @@ def main() -> None:
     ap.add_argument("--recipes", default=",".join(RECIPE_NAMES))
     ap.add_argument("--no-control", action="store_true", help="skip the second-seed bf16 run")
     ap.add_argument("--data", default=None, help="text file (default: tinyshakespeare, else stdlib source)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1: robust when another process shares the CPU)"
+    )
     ap.add_argument("--out", default="runs/convergence")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     path = data_path(args.data)
     data = ByteDataset.from_bytes(load_corpus(path))
