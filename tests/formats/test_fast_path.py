@@ -73,3 +73,16 @@ def test_cpu_and_gpu_bit_identical(name, opts):
     cpu = fake_quantize(x, s, backend="reference")
     for backend in ("reference", "eager", "compiled"):
         assert same_values(cpu, fake_quantize(x.cuda(), s, backend=backend).cpu()), backend
+
+
+def test_many_shapes_each_get_a_compiled_kernel():
+    """More (scheme, shape) keys than dynamo's recompile limit must all compile, none fall back to eager."""
+    from torch._dynamo.utils import counters
+
+    s = scheme("nvfp4", rounding="stochastic", seed=1)
+    n_keys = torch._dynamo.config.recompile_limit + 3
+    before = counters["frames"]["ok"]
+    for i in range(n_keys):
+        x = adversarial(32 + 16 * i, 48)
+        assert same_values(fake_quantize(x, s, backend="compiled"), fake_quantize(x, s, backend="reference"))
+    assert counters["frames"]["ok"] - before == n_keys

@@ -63,10 +63,12 @@ def _compiled(
     Dynamo keeps its cache on the code object, so every key gets its own copy of `_fused`'s code: a
     second scheme or shape then compiles afresh with static shapes instead of counting as a recompile of
     one function (which would switch on dynamic shapes, about 2x slower here, and hit the recompile limit).
+    The copy itself is compiled, not a `functools.partial` of it: dynamo traces a partial through one
+    shared wrapper frame, whose cache then fills up after 8 keys and every later key silently runs eager.
     """
     code = _fused.__code__.replace()
     fn = types.FunctionType(code, _fused.__globals__, f"_fused_{s.name}")
-    return torch.compile(functools.partial(fn, s=s), dynamic=False)
+    return torch.compile(fn, dynamic=False)
 
 
 _COMPILE_FAILED: set[Scheme] = set()
@@ -77,7 +79,7 @@ def _run_compiled(x: torch.Tensor, s: Scheme, scale: torch.Tensor | None, offset
         try:
             fn = _compiled(s, tuple(x.shape), x.dtype, x.device.type)
             # the offset travels as a tensor so that a new stochastic-rounding offset is not a recompile
-            return fn(x, scale=scale, offset=torch.tensor(offset, dtype=torch.int64, device=x.device))
+            return fn(x, s, scale, torch.tensor(offset, dtype=torch.int64, device=x.device))
         except Exception as err:  # compilers can be missing (no C++ toolchain, no Triton)
             _COMPILE_FAILED.add(s)
             warnings.warn(

@@ -1,0 +1,117 @@
+"""`tenfold train`: train the reference GPT byte-level under a low-precision recipe."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+# torch and the engine are imported inside the command, so that `tenfold` starts without torch for the
+# planning commands; the help therefore names the recipes and sizes itself (a test keeps it in sync).
+RECIPE_HELP = (
+    "recipe: bf16, fp8_delayed, fp8_current, fp8_rowwise, fp8_block, mxfp8, mxfp8_floor, nvfp4, "
+    "nvfp4_no_rht, nvfp4_no_sr, nvfp4_no_2d, nvfp4_no_hp_layers, mxfp4"
+)
+SIZE_HELP = "model size: tiny, small, base"
+
+
+def train(
+    recipe: str = typer.Option("bf16", "--recipe", "-r", help=RECIPE_HELP),
+    data: str | None = typer.Option(
+        None, help="text file (default: the standard library's source, no download)"
+    ),
+    steps: int = typer.Option(200, help="optimizer steps"),
+    model: str = typer.Option("small", help=SIZE_HELP),
+    n_layers: int | None = typer.Option(None, help="override the size's number of blocks"),
+    d_model: int | None = typer.Option(None, help="override the size's width"),
+    seq_len: int | None = typer.Option(None, help="override the size's sequence length"),
+    batch_size: int = typer.Option(16, help="sequences per step"),
+    lr: float = typer.Option(2e-3, help="peak learning rate (cosine decay, linear warm-up)"),
+    eval_every: int = typer.Option(50, help="steps between validation passes (0: only at the end)"),
+    seed: int = typer.Option(0, help="initialisation, data and stochastic-rounding seed"),
+    backend: str = typer.Option("auto", help="GEMM backend: auto | emulated | native"),
+    compile_model: bool = typer.Option(False, "--compile", help="wrap the model in torch.compile"),
+    threads: int | None = typer.Option(None, help="torch CPU threads (default: torch's choice)"),
+    out: str = typer.Option("runs", help="output folder (a subfolder per recipe)"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON (no progress bar)"),
+) -> None:
+    """Train a small GPT (pre-norm, SwiGLU, RoPE) on bytes with a recipe; write metrics and a loss plot.
+
+    Example: tenfold train --recipe nvfp4 --steps 300 --model tiny --out runs
+    """
+    import torch
+
+    from tenfold.train import TrainConfig, Trainer, plot_loss_curves, write_metrics
+
+    try:
+        cfg = TrainConfig(
+            recipe=recipe,
+            model=model,
+            n_layers=n_layers,
+            d_model=d_model,
+            seq_len=seq_len,
+            steps=steps,
+            batch_size=batch_size,
+            lr=lr,
+            eval_every=eval_every,
+            seed=seed,
+            data=data,
+            backend=backend,
+            compile=compile_model,
+        )
+        if threads is not None:
+            if threads < 1:
+                raise ValueError(f"threads must be >= 1, got {threads}")
+            torch.set_num_threads(threads)
+        trainer = Trainer(cfg)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    run_dir = Path(out) / recipe
+    run_dir.mkdir(parents=True, exist_ok=True)
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn(f"[bold]{recipe}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TextColumn("{task.fields[tps]:,.0f} tok/s"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=as_json,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("train", total=steps, loss=float("nan"), tps=0.0)
+
+        def on_step(row: dict[str, float]) -> None:
+            progress.update(task, advance=1, loss=row["loss"], tps=row["tokens_per_s"])
+
+        result = trainer.run(on_step=on_step)
+    write_metrics([*result.steps], run_dir / "metrics.jsonl")
+    plot_loss_curves(
+        {recipe: ([r["step"] for r in result.steps], [r["loss"] for r in result.steps])},
+        run_dir / "loss.png",
+        title=f"{recipe}: {cfg.model} GPT, {cfg.tokens_per_step} tokens/step",
+        val={recipe: ([e["step"] for e in result.evals], [e["val_loss"] for e in result.evals])},
+        smoothing=max(1, min(20, steps // 10)),
+    )
+    summary = {
+        **result.summary(),
+        "conversion": result.conversion.to_dict(),
+        "files": {k: str(run_dir / f) for k, f in (("metrics", "metrics.jsonl"), ("plot", "loss.png"))},
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    table = Table(title=f"tenfold train: {recipe}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in ("final_train_loss", "final_val_loss", "tokens_per_s", "wall_s"):
+        table.add_row(key, f"{summary[key]:,.4f}" if "loss" in key else f"{summary[key]:,.1f}")
+    table.add_row("layers quantized / kept", f"{summary['converted_layers']} / {summary['kept_layers']}")
+    table.add_row("outputs", str(run_dir))
+    Console().print(table)

@@ -1,0 +1,45 @@
+"""Low-precision training engine: named recipes, a quantized linear layer with its three GEMMs written
+out, `convert()`, backend selection and delayed-scaling state that checkpoints and reduces across ranks.
+
+    >>> import torch
+    >>> from torch import nn
+    >>> from tenfold.engine import convert, update_scaling
+    >>> model = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 64))
+    >>> report = convert(model, "nvfp4")
+    >>> len(report.converted)
+    2
+    >>> loss = model(torch.randn(32, 64)).square().mean()
+    >>> loss.backward()
+    >>> update_scaling(model)   # once per optimizer step (delayed-scaling recipes need it)
+    0
+"""
+
+from tenfold.engine.backend import BACKENDS, BackendChoice, select_backend
+from tenfold.engine.convert import ConversionPolicy, ConversionReport, LayerDecision, convert
+from tenfold.engine.gemm import GemmPlan, QuantizedLinearFunction, quantized_linear_reference
+from tenfold.engine.linear import QuantConv1D, QuantLinear
+from tenfold.engine.recipes import RECIPE_NAMES, GemmQuant, Recipe, recipe, register
+from tenfold.engine.scaling import quantized_layers, reduce_amax, update_scaling
+
+__all__ = [
+    "BACKENDS",
+    "RECIPE_NAMES",
+    "BackendChoice",
+    "ConversionPolicy",
+    "ConversionReport",
+    "GemmPlan",
+    "GemmQuant",
+    "LayerDecision",
+    "QuantConv1D",
+    "QuantLinear",
+    "QuantizedLinearFunction",
+    "Recipe",
+    "convert",
+    "quantized_layers",
+    "quantized_linear_reference",
+    "recipe",
+    "reduce_amax",
+    "register",
+    "select_backend",
+    "update_scaling",
+]

@@ -1,0 +1,268 @@
+"""`convert(model, recipe)`: swap a model's linear layers for `QuantLinear` in place, and say what happened.
+
+Candidates are `nn.Linear` modules and Hugging Face `Conv1D` modules (GPT-2 style, recognised by class
+name and their (in, out) weight, so transformers need not be imported). A candidate stays in high
+precision, with the reason recorded, when:
+
+* its qualified name misses every `include` pattern, or hits an `exclude` pattern (by default the LM
+  head, which NVIDIA's FP8 and NVFP4 recipes keep in BF16: arXiv 2509.25149 §4.1);
+* it sits in one of the first `hp_first_blocks` or last `hp_last_blocks` transformer blocks (block index
+  parsed from the name with `block_pattern`; by default the tail is ceil(recipe.hp_tail x n_blocks));
+* its shape does not fit the recipe's blocks along a reduction dimension (with `require_block_fit`):
+  the emulation pads, but the hardware kernels want whole blocks.
+
+The parameters are shared with the original modules, so an optimizer built before `convert` still works.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from torch import nn
+
+from tenfold.engine.backend import BACKENDS
+from tenfold.engine.linear import QuantConv1D, QuantLinear
+from tenfold.engine.quant import QUANT_BACKENDS
+from tenfold.engine.recipes import Recipe
+from tenfold.engine.recipes import recipe as build_recipe
+from tenfold.formats.scheme import Family
+
+DEFAULT_BLOCK_PATTERN = r"(?:^|\.)(?:blocks|layers|layer|h)\.(\d+)(?:\.|$)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConversionPolicy:
+    """Which linear layers `convert` quantizes.
+
+    Fields:
+        include: regexes (re.search on qualified names); when non-empty only matching layers convert.
+        exclude: regexes of layers kept in high precision (default: the LM head).
+        hp_first_blocks: number of leading transformer blocks kept in high precision.
+        hp_last_blocks: number of trailing blocks kept in high precision; None = ceil(recipe.hp_tail x n).
+        block_pattern: regex whose group 1 is the block index in a layer's qualified name.
+        require_block_fit: keep layers whose reduction dims are not whole blocks in high precision.
+        backend: GEMM backend for converted layers: auto | emulated | native.
+        quant_backend: how emulated operands are quantized: auto | eager | compiled | reference.
+    """
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = (r"(^|\.)lm_head$",)
+    hp_first_blocks: int = 0
+    hp_last_blocks: int | None = None
+    block_pattern: str = DEFAULT_BLOCK_PATTERN
+    require_block_fit: bool = True
+    backend: str = "auto"
+    quant_backend: str = "auto"
+
+    def __post_init__(self) -> None:
+        for fld in ("include", "exclude"):
+            pats = getattr(self, fld)
+            if isinstance(pats, str):
+                raise ValueError(f"{fld} must be a tuple of regexes, got the string {pats!r}")
+            for p in pats:
+                try:
+                    re.compile(p)
+                except re.error as err:
+                    raise ValueError(f"{fld}: bad regex {p!r}: {err}") from None
+        try:
+            if re.compile(self.block_pattern).groups < 1:
+                raise ValueError(f"block_pattern {self.block_pattern!r} needs a group for the block index")
+        except re.error as err:
+            raise ValueError(f"block_pattern: bad regex {self.block_pattern!r}: {err}") from None
+        if self.hp_first_blocks < 0:
+            raise ValueError(f"hp_first_blocks must be >= 0, got {self.hp_first_blocks}")
+        if self.hp_last_blocks is not None and self.hp_last_blocks < 0:
+            raise ValueError(f"hp_last_blocks must be >= 0 or None, got {self.hp_last_blocks}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend {self.backend!r} is not one of: {', '.join(BACKENDS)}")
+        if self.quant_backend not in QUANT_BACKENDS:
+            raise ValueError(
+                f"quant_backend {self.quant_backend!r} is not one of: {', '.join(QUANT_BACKENDS)}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerDecision:
+    """What `convert` did with one candidate layer.
+
+    Fields:
+        name: qualified module name.
+        kind: Linear or Conv1D.
+        in_features, out_features: the layer's shape.
+        block: transformer block index parsed from the name, or None.
+        converted: True when swapped for a QuantLinear.
+        reason: why it was converted or kept.
+        backend: the converted layer's GEMM backend and its reason, else None.
+    """
+
+    name: str
+    kind: str
+    in_features: int
+    out_features: int
+    block: int | None
+    converted: bool
+    reason: str
+    backend: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConversionReport:
+    """The outcome of `convert`: every candidate layer with its decision.
+
+    Fields:
+        recipe: recipe name.
+        n_blocks: number of transformer blocks found with the policy's block pattern.
+        hp_blocks: indices of blocks kept in high precision.
+        layers: one decision per candidate, in module order.
+    """
+
+    recipe: str
+    n_blocks: int
+    hp_blocks: tuple[int, ...]
+    layers: tuple[LayerDecision, ...]
+
+    @property
+    def converted(self) -> tuple[LayerDecision, ...]:
+        return tuple(d for d in self.layers if d.converted)
+
+    @property
+    def kept(self) -> tuple[LayerDecision, ...]:
+        return tuple(d for d in self.layers if not d.converted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe,
+            "n_blocks": self.n_blocks,
+            "hp_blocks": list(self.hp_blocks),
+            "converted": len(self.converted),
+            "kept": len(self.kept),
+            "layers": [asdict(d) for d in self.layers],
+        }
+
+    def summary(self) -> str:
+        lines = [
+            f"recipe {self.recipe}: {len(self.converted)} layers converted, {len(self.kept)} kept in high "
+            f"precision ({self.n_blocks} blocks; high-precision blocks: {list(self.hp_blocks) or 'none'})"
+        ]
+        lines += [f"  kept {d.name}: {d.reason}" for d in self.kept]
+        return "\n".join(lines)
+
+
+def _is_conv1d(m: nn.Module) -> bool:
+    w = getattr(m, "weight", None)
+    return type(m).__name__ == "Conv1D" and hasattr(m, "nf") and w is not None and w.ndim == 2
+
+
+def _candidates(model: nn.Module) -> list[tuple[str, nn.Module, str]]:
+    out = []
+    for name, m in model.named_modules():
+        if isinstance(m, QuantLinear):
+            continue
+        if isinstance(m, nn.Linear):
+            out.append((name, m, "Linear"))
+        elif _is_conv1d(m):
+            out.append((name, m, "Conv1D"))
+    return out
+
+
+def _block_misfit(r: Recipe, in_features: int, out_features: int) -> str | None:
+    """Why an (out, in) layer does not fit the recipe's blocks along its reduction dims, or None."""
+    checks = (("fprop", "in_features", in_features), ("dgrad", "out_features", out_features))
+    for gemm, dim_name, dim in checks:
+        for side in ("a", "b"):
+            s = r.operand(gemm, side)
+            if s is None or s.family in (Family.TENSOR, Family.ROW):
+                continue
+            k = s.block[1]
+            if dim % k:
+                return f"{dim_name}={dim} is not a multiple of the {s.name} block ({k}) in {gemm}"
+        w = r.operand(gemm, "b")
+        if w is not None and w.is_2d:
+            rows = w.block[0]
+            other = out_features if gemm == "fprop" else in_features
+            if other % rows:
+                return f"weight dim {other} is not a multiple of the {w.name} 2-D block ({rows})"
+    return None
+
+
+def convert(
+    model: nn.Module, recipe: Recipe | str, *, policy: ConversionPolicy | None = None
+) -> ConversionReport:
+    """Swap `model`'s linear layers for QuantLinear per `recipe` and `policy`, in place.
+
+    >>> from torch import nn
+    >>> m = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64))
+    >>> convert(m, "mxfp8").to_dict()["converted"]
+    2
+    """
+    r = build_recipe(recipe) if isinstance(recipe, str) else recipe
+    if not isinstance(r, Recipe):
+        raise ValueError(f"recipe must be a Recipe or a recipe name, got {type(recipe).__name__}")
+    pol = policy or ConversionPolicy()
+    block_re = re.compile(pol.block_pattern)
+    cands = _candidates(model)
+    blocks = {}
+    for name, _, _ in cands:
+        mt = block_re.search(name)
+        blocks[name] = int(mt.group(1)) if mt else None
+    indices = sorted({b for b in blocks.values() if b is not None})
+    n_blocks = indices[-1] + 1 if indices else 0
+    n_last = pol.hp_last_blocks if pol.hp_last_blocks is not None else math.ceil(r.hp_tail * n_blocks - 1e-9)
+    hp = set(range(min(pol.hp_first_blocks, n_blocks))) | set(range(max(n_blocks - n_last, 0), n_blocks))
+
+    decisions = []
+    seed_index = 0
+    for name, m, kind in cands:
+        fin, fout = (
+            (m.weight.shape[0], m.weight.shape[1]) if kind == "Conv1D" else (m.in_features, m.out_features)
+        )
+        blk = blocks[name]
+        reason = None
+        if not r.quantizes:
+            reason = f"recipe {r.name} quantizes nothing"
+        elif pol.include and not any(re.search(p, name) for p in pol.include):
+            reason = "matches no include pattern"
+        elif any(re.search(p, name) for p in pol.exclude):
+            pat = next(p for p in pol.exclude if re.search(p, name))
+            reason = f"excluded by pattern {pat!r}"
+        elif blk is not None and blk in hp:
+            where = "first" if blk < pol.hp_first_blocks else "last"
+            reason = f"block {blk} is kept in high precision ({where} blocks)"
+        elif pol.require_block_fit:
+            reason = _block_misfit(r, fin, fout)
+        common = {"name": name, "kind": kind, "in_features": fin, "out_features": fout, "block": blk}
+        if reason is not None:
+            decisions.append(LayerDecision(**common, converted=False, reason=reason))
+            continue
+        cls = QuantConv1D if kind == "Conv1D" else QuantLinear
+        q = cls.from_linear(
+            m,
+            r,
+            seed=r.seed * (1 << 20) + seed_index,
+            backend=pol.backend,
+            quant_backend=pol.quant_backend,
+        )
+        seed_index += 1
+        _replace(model, name, q)
+        decisions.append(
+            LayerDecision(
+                **common,
+                converted=True,
+                reason=f"quantized with {r.name}",
+                backend=f"{q.backend_choice.backend}: {q.backend_choice.reason}",
+            )
+        )
+    return ConversionReport(
+        recipe=r.name, n_blocks=n_blocks, hp_blocks=tuple(sorted(hp)), layers=tuple(decisions)
+    )
+
+
+def _replace(model: nn.Module, name: str, new: nn.Module) -> None:
+    if not name:
+        raise ValueError("convert() cannot replace the root module itself; wrap it in a container")
+    parent_name, _, child = name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    setattr(parent, child, new)

@@ -1,0 +1,344 @@
+"""Training recipes: for each of a linear layer's three GEMMs, how each operand is quantized.
+
+A linear layer y = x·Wᵀ runs three GEMMs per step (x: tokens × in, W: out × in, dy: tokens × out):
+
+* ``fprop``: out = x·Wᵀ, reduction over in-features; operands (a, b) = (x, W);
+* ``dgrad``: dx = dy·W, reduction over out-features; operands (a, b) = (dy, W);
+* ``wgrad``: dW = dyᵀ·x, reduction over tokens; operands (a, b) = (dy, x).
+
+A recipe gives a `Scheme` (or None: high precision) per operand. Blocks always run along the GEMM's
+reduction axis; the engine places them there, so recipe schemes keep the default `axis=-1`. Recipes are
+named code: one registry dict filled by the `register` decorator; `recipe(name, **overrides)` builds one.
+Sources per recipe are cited in each builder's docstring (details in shared/research/numerics.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from tenfold.formats import AmaxAlgo, Scaling, Scheme, scheme
+
+GEMMS = ("fprop", "dgrad", "wgrad")
+# (gemm, operand) -> which tensor it is; delayed-scaling state is kept per tensor, as in TE.
+OPERAND_TENSORS = {
+    ("fprop", "a"): "x",
+    ("fprop", "b"): "w",
+    ("dgrad", "a"): "dy",
+    ("dgrad", "b"): "w",
+    ("wgrad", "a"): "dy",
+    ("wgrad", "b"): "x",
+}
+TENSORS = ("x", "w", "dy")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GemmQuant:
+    """Quantization of one GEMM's two operands (a, b), each along the reduction axis; None = high precision.
+
+    Fields:
+        a: scheme of the left operand (x in fprop, dy in dgrad and wgrad).
+        b: scheme of the right operand (W in fprop and dgrad, x in wgrad).
+    """
+
+    a: Scheme | None = None
+    b: Scheme | None = None
+
+    def __post_init__(self) -> None:
+        for side in ("a", "b"):
+            s = getattr(self, side)
+            if s is not None and not isinstance(s, Scheme):
+                raise ValueError(f"operand {side} must be a tenfold.formats.Scheme or None, got {s!r}")
+            if s is not None and s.axis != -1:
+                raise ValueError(
+                    f"operand {side} ({s.name}) has axis={s.axis}; recipes leave axis at -1 and the engine "
+                    "places blocks along each GEMM's reduction axis"
+                )
+        ha = self.a is not None and self.a.hadamard
+        hb = self.b is not None and self.b.hadamard
+        if ha != hb:
+            raise ValueError(
+                "the Hadamard transform must rotate both operands of a GEMM (it cancels only in pairs): "
+                f"a.hadamard={ha}, b.hadamard={hb}"
+            )
+        if ha and self.a.hadamard_signs != self.b.hadamard_signs:  # type: ignore[union-attr]
+            raise ValueError("both operands of a rotated GEMM must use the same Hadamard sign vector")
+
+    @property
+    def quantized(self) -> bool:
+        return self.a is not None or self.b is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """A named low-precision training recipe.
+
+    Fields:
+        name: registry name.
+        description: one line: what it is and where it comes from.
+        fprop, dgrad, wgrad: operand quantization of the three GEMMs (see module docstring).
+        amax_history_len: delayed scaling: amax history window in steps (TE default 1024).
+        amax_algo: delayed scaling: `max` over the window or `most_recent`.
+        margin: delayed scaling: scale = (fp8_max / amax) / 2^margin.
+        reduce_amax: delayed scaling: all-reduce (MAX) the step's amaxes across ranks before updating.
+        hp_tail: fraction of transformer blocks, counted from the last, whose linears stay high precision:
+            ceil(hp_tail * n_blocks) blocks (NVFP4 recipe; see `nvfp4`).
+        seed: base seed of the per-module stochastic-rounding streams.
+    """
+
+    name: str
+    description: str = ""
+    fprop: GemmQuant = GemmQuant()
+    dgrad: GemmQuant = GemmQuant()
+    wgrad: GemmQuant = GemmQuant()
+    amax_history_len: int = 1024
+    amax_algo: AmaxAlgo = AmaxAlgo.MAX
+    margin: int = 0
+    reduce_amax: bool = True
+    hp_tail: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for g in GEMMS:
+            if not isinstance(getattr(self, g), GemmQuant):
+                raise ValueError(f"{self.name}: {g} must be a GemmQuant, got {getattr(self, g)!r}")
+        try:
+            object.__setattr__(self, "amax_algo", AmaxAlgo(self.amax_algo))
+        except ValueError:
+            raise ValueError(
+                f"{self.name}: amax_algo={self.amax_algo!r} is not one of: max, most_recent"
+            ) from None
+        if self.amax_history_len < 1:
+            raise ValueError(f"{self.name}: amax_history_len must be >= 1, got {self.amax_history_len}")
+        if self.margin < 0:
+            raise ValueError(f"{self.name}: margin must be >= 0, got {self.margin}")
+        if not 0.0 <= self.hp_tail <= 1.0:
+            raise ValueError(f"{self.name}: hp_tail must be in [0, 1], got {self.hp_tail}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"{self.name}: seed must be a non-negative int, got {self.seed!r}")
+        for t in TENSORS:
+            uses = [s for s in self.schemes_of(t) if s is not None]
+            delayed = [s for s in uses if s.scaling == Scaling.DELAYED]
+            if delayed and any(s != delayed[0] for s in uses):
+                raise ValueError(
+                    f"{self.name}: tensor {t} uses delayed scaling, so every GEMM that quantizes it must use "
+                    f"the same per-tensor scheme (one amax history per tensor, as in TE); got "
+                    f"{sorted({s.name for s in uses})}"
+                )
+
+    def operand(self, gemm: str, side: str) -> Scheme | None:
+        return getattr(getattr(self, gemm), side)
+
+    def schemes_of(self, tensor: str) -> list[Scheme | None]:
+        """The schemes that quantize one tensor (x, w or dy) across the three GEMMs."""
+        return [self.operand(g, side) for (g, side), t in OPERAND_TENSORS.items() if t == tensor]
+
+    @property
+    def quantizes(self) -> bool:
+        """False for a high-precision recipe (nothing to convert)."""
+        return any(getattr(self, g).quantized for g in GEMMS)
+
+    def delayed_tensors(self) -> tuple[str, ...]:
+        """Tensors (x, w, dy) whose scale comes from an amax history."""
+        return tuple(
+            t
+            for t in TENSORS
+            if any(s is not None and s.scaling == Scaling.DELAYED for s in self.schemes_of(t))
+        )
+
+    @property
+    def uses_stochastic_rounding(self) -> bool:
+        return any(s is not None and s.rounding.value == "stochastic" for s in self.all_schemes())
+
+    def all_schemes(self) -> list[Scheme | None]:
+        return [self.operand(g, side) for g in GEMMS for side in ("a", "b")]
+
+    def describe(self) -> dict[str, Any]:
+        """Plain-data view (for --json, reports and logs)."""
+
+        def one(s: Scheme | None) -> str:
+            if s is None:
+                return "high precision"
+            opts = [f"scale={s.scale_mode.value}"] if s.family.value == "mx" else []
+            opts += [s.scaling.value] if s.family.value == "tensor" else []
+            opts += ["SR"] if s.rounding.value == "stochastic" else []
+            opts += ["RHT"] if s.hadamard else []
+            return s.name + (f" ({', '.join(opts)})" if opts else "")
+
+        return {
+            "name": self.name,
+            "description": self.description,
+            **{g: {"a": one(self.operand(g, "a")), "b": one(self.operand(g, "b"))} for g in GEMMS},
+            "hp_tail": self.hp_tail,
+        }
+
+
+_RECIPES: dict[str, Callable[[], Recipe]] = {}
+
+
+def register(name: str) -> Callable[[Callable[[], Recipe]], Callable[[], Recipe]]:
+    """Decorator: add a recipe builder to the registry under `name`."""
+
+    def deco(fn: Callable[[], Recipe]) -> Callable[[], Recipe]:
+        if name in _RECIPES:
+            raise ValueError(f"recipe {name!r} is already registered")
+        _RECIPES[name] = fn
+        return fn
+
+    return deco
+
+
+def recipe(name: str, **overrides: Any) -> Recipe:
+    """Build the named recipe, optionally replacing fields (e.g. ``recipe("nvfp4", hp_tail=0.25)``)."""
+    if not isinstance(name, str) or name not in _RECIPES:
+        raise ValueError(f"unknown recipe {name!r}; valid: {', '.join(_RECIPES)}")
+    valid = {f.name for f in fields(Recipe)} - {"name"}
+    unknown = sorted(set(overrides) - valid)
+    if unknown:
+        raise ValueError(f"unknown recipe field(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}")
+    r = _RECIPES[name]()
+    return replace(r, **overrides) if overrides else r
+
+
+def same_everywhere(s: Scheme | None, description: str, name: str, **extra: Any) -> Recipe:
+    return Recipe(
+        name=name,
+        description=description,
+        fprop=GemmQuant(a=s, b=s),
+        dgrad=GemmQuant(a=s, b=s),
+        wgrad=GemmQuant(a=s, b=s),
+        **extra,
+    )
+
+
+@register("bf16")
+def _bf16() -> Recipe:
+    """High-precision baseline: no quantization (computed in fp32 where bf16 matmul is slow, e.g. CPU)."""
+    return same_everywhere(None, "high-precision baseline (fp32 arithmetic)", "bf16")
+
+
+def _fp8_tensor(name: str, scaling: str, description: str) -> Recipe:
+    fwd = scheme("fp8_e4m3_tensor", scaling=scaling)
+    bwd = scheme("fp8_e5m2_tensor", scaling=scaling)
+    return Recipe(
+        name=name,
+        description=description,
+        fprop=GemmQuant(a=fwd, b=fwd),
+        dgrad=GemmQuant(a=bwd, b=fwd),
+        wgrad=GemmQuant(a=bwd, b=fwd),
+    )
+
+
+@register("fp8_delayed")
+def _fp8_delayed() -> Recipe:
+    """TE `DelayedScaling` (HYBRID format): E4M3 x and W, E5M2 gradients, per-tensor scales from a
+    1024-step amax history with `max`, margin 0, amax all-reduced across ranks."""
+    return _fp8_tensor(
+        "fp8_delayed", "delayed", "TE DelayedScaling: E4M3 fwd / E5M2 grads, amax history 1024"
+    )
+
+
+@register("fp8_current")
+def _fp8_current() -> Recipe:
+    """TE `Float8CurrentScaling` (HYBRID): per-tensor scales from each tensor's own amax."""
+    return _fp8_tensor("fp8_current", "current", "TE Float8CurrentScaling: E4M3 fwd / E5M2 grads, per tensor")
+
+
+@register("fp8_rowwise")
+def _fp8_rowwise() -> Recipe:
+    """torchao `Float8LinearConfig.from_recipe_name("rowwise")`: E4M3 everywhere, one power-of-two scale
+    per row of each operand along the reduction axis ("axiswise")."""
+    return same_everywhere(scheme("fp8_e4m3_row"), "torchao rowwise: E4M3, pow2 scale per row", "fp8_rowwise")
+
+
+@register("fp8_block")
+def _fp8_block() -> Recipe:
+    """DeepSeek-V3 §3.3 / TE `Float8BlockScaling`: E4M3 everywhere; 1x128 tiles for activations and
+    gradients (128x1 along tokens in wgrad), 128x128 blocks for weights; power-of-two scales (TE default)."""
+    act = scheme("fp8_e4m3_block1x128")
+    w = scheme("fp8_e4m3_block128x128")
+    return Recipe(
+        name="fp8_block",
+        description="DeepSeek-V3 FP8: 1x128 activations/grads, 128x128 weights",
+        fprop=GemmQuant(a=act, b=w),
+        dgrad=GemmQuant(a=act, b=w),
+        wgrad=GemmQuant(a=act, b=act),
+    )
+
+
+@register("mxfp8")
+def _mxfp8() -> Recipe:
+    """TE `MXFP8BlockScaling` / Mishra et al. 2025 (arXiv 2506.08027): MXFP8 E4M3 for all operands (also
+    gradients: E5M2 gradients diverge, Megatron-Bridge PR#638), round-up (RCEIL) E8M0 scales."""
+    s = scheme("mxfp8_e4m3", scale_mode="rceil")
+    return same_everywhere(s, "MXFP8 E4M3 everywhere, RCEIL scales (TE/cuBLAS)", "mxfp8")
+
+
+@register("mxfp8_floor")
+def _mxfp8_floor() -> Recipe:
+    """MXFP8 E4M3 everywhere with the OCP MX v1.0 FLOOR scale rule (clips up to 12.5 % of a block max)."""
+    s = scheme("mxfp8_e4m3", scale_mode="floor")
+    return same_everywhere(s, "MXFP8 E4M3 everywhere, OCP FLOOR scales", "mxfp8_floor")
+
+
+def _nvfp4(name: str, *, rht: bool = True, sr: bool = True, two_d: bool = True, hp: bool = True) -> Recipe:
+    """NVIDIA's NVFP4 recipe (arXiv 2509.25149 §4; TE `NVFP4BlockScaling`): 1x16 activations and
+    gradients, 2-D 16x16 weight blocks (the same codes for W and Wᵀ), a 16-point random Hadamard transform
+    on the wgrad GEMM's inputs only, stochastic rounding on gradients, round-to-nearest elsewhere, and the
+    last blocks in high precision. The blog post on Llama3-8B keeps the last 4 of 32 layers in BF16
+    (developer.nvidia.com, 2026-02-23), hence hp_tail = 0.125; the paper keeps ~15 % of linears."""
+    act = scheme("nvfp4")
+    w = scheme("nvfp4_2d") if two_d else scheme("nvfp4")
+    grad = scheme("nvfp4", rounding="stochastic") if sr else scheme("nvfp4")
+    return Recipe(
+        name=name,
+        description={
+            "nvfp4": "NVIDIA NVFP4: 1x16 act/grad, 16x16 W, RHT on wgrad, SR grads, HP tail",
+            "nvfp4_no_rht": "nvfp4 without the Hadamard transform on wgrad",
+            "nvfp4_no_sr": "nvfp4 with round-to-nearest gradients",
+            "nvfp4_no_2d": "nvfp4 with 1x16 weight blocks",
+            "nvfp4_no_hp_layers": "nvfp4 with every block in NVFP4",
+        }[name],
+        fprop=GemmQuant(a=act, b=w),
+        dgrad=GemmQuant(a=grad, b=w),
+        wgrad=GemmQuant(
+            a=grad.with_options(hadamard=True) if rht else grad,
+            b=act.with_options(hadamard=True) if rht else act,
+        ),
+        hp_tail=0.125 if hp else 0.0,
+    )
+
+
+@register("nvfp4")
+def _nvfp4_full() -> Recipe:
+    return _nvfp4("nvfp4")
+
+
+@register("nvfp4_no_rht")
+def _nvfp4_no_rht() -> Recipe:
+    return _nvfp4("nvfp4_no_rht", rht=False)
+
+
+@register("nvfp4_no_sr")
+def _nvfp4_no_sr() -> Recipe:
+    return _nvfp4("nvfp4_no_sr", sr=False)
+
+
+@register("nvfp4_no_2d")
+def _nvfp4_no_2d() -> Recipe:
+    return _nvfp4("nvfp4_no_2d", two_d=False)
+
+
+@register("nvfp4_no_hp_layers")
+def _nvfp4_no_hp_layers() -> Recipe:
+    return _nvfp4("nvfp4_no_hp_layers", hp=False)
+
+
+@register("mxfp4")
+def _mxfp4() -> Recipe:
+    """Naive MXFP4: MX E2M1 everywhere, OCP FLOOR scales, round-to-nearest, no transform, no HP layers."""
+    return same_everywhere(scheme("mxfp4"), "naive MXFP4: E2M1 everywhere, FLOOR scales", "mxfp4")
+
+
+RECIPE_NAMES: tuple[str, ...] = tuple(_RECIPES)

@@ -1,0 +1,280 @@
+"""The reference trainer: a small GPT trained byte-level under a low-precision recipe.
+
+AdamW on fp32 master weights (optimizer state fp32 too), cosine learning rate with linear warm-up,
+gradient clipping, delayed-scaling updates after every optimizer step. `Trainer.state_dict()` holds the
+model (with its quantization buffers), the optimizer and the step; since batches are a pure function of
+(seed, step), loading it mid-run continues the exact loss trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from tenfold.engine import ConversionPolicy, ConversionReport, convert, recipe, update_scaling
+from tenfold.engine.backend import BACKENDS
+from tenfold.engine.quant import QUANT_BACKENDS
+from tenfold.engine.recipes import RECIPE_NAMES
+from tenfold.train.data import DEFAULT_MAX_BYTES, ByteDataset, load_corpus
+from tenfold.train.model import GPT, MODEL_SIZES, GPTConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """One training run.
+
+    Fields:
+        recipe: low-precision recipe name (see `tenfold.engine.RECIPE_NAMES`).
+        model: model size name (see `MODEL_SIZES`); the fields below override its shape when set.
+        n_layers, d_model, n_heads, d_ff, seq_len: shape overrides (None = the size's value).
+        steps: optimizer steps.
+        batch_size: sequences per step.
+        lr: peak learning rate; min_lr_ratio: final lr as a fraction of it (cosine decay).
+        warmup_steps: linear warm-up steps.
+        weight_decay: AdamW decoupled weight decay on matrices.
+        grad_clip: global gradient-norm clip (0 = off).
+        eval_every: steps between validation passes (0 = only at the end).
+        eval_batches: validation batches per pass (fixed, the same for every recipe).
+        seed: model-initialisation, data and stochastic-rounding seed.
+        data: text file to train on; None = the embedded standard-library corpus.
+        max_corpus_bytes: cap on the embedded corpus.
+        backend: GEMM backend of quantized layers: auto | emulated | native.
+        quant_backend: how emulated operands are quantized: auto | eager | compiled | reference.
+        hp_last_blocks: override the recipe's high-precision tail (None = recipe default).
+        compile: wrap the model in torch.compile.
+    """
+
+    recipe: str = "bf16"
+    model: str = "small"
+    n_layers: int | None = None
+    d_model: int | None = None
+    n_heads: int | None = None
+    d_ff: int | None = None
+    seq_len: int | None = None
+    steps: int = 200
+    batch_size: int = 16
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 20
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    eval_every: int = 50
+    eval_batches: int = 8
+    seed: int = 0
+    data: str | None = None
+    max_corpus_bytes: int = DEFAULT_MAX_BYTES
+    backend: str = "auto"
+    quant_backend: str = "auto"
+    hp_last_blocks: int | None = None
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        if self.recipe not in RECIPE_NAMES:
+            raise ValueError(f"unknown recipe {self.recipe!r}; valid: {', '.join(RECIPE_NAMES)}")
+        if self.model not in MODEL_SIZES:
+            raise ValueError(f"unknown model size {self.model!r}; valid: {', '.join(MODEL_SIZES)}")
+        for f in ("steps", "batch_size"):
+            if getattr(self, f) < 1:
+                raise ValueError(f"{f} must be >= 1, got {getattr(self, f)}")
+        for f in ("warmup_steps", "eval_every", "weight_decay", "grad_clip", "eval_batches"):
+            if getattr(self, f) < 0:
+                raise ValueError(f"{f} must be >= 0, got {getattr(self, f)}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend {self.backend!r} is not one of: {', '.join(BACKENDS)}")
+        if self.quant_backend not in QUANT_BACKENDS:
+            raise ValueError(
+                f"quant_backend {self.quant_backend!r} is not one of: {', '.join(QUANT_BACKENDS)}"
+            )
+        self.gpt_config()  # validates the shape overrides
+
+    def gpt_config(self) -> GPTConfig:
+        over = {
+            k: getattr(self, k)
+            for k in ("n_layers", "d_model", "n_heads", "d_ff", "seq_len")
+            if getattr(self, k) is not None
+        }
+        return replace(MODEL_SIZES[self.model], **over)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.gpt_config().seq_len
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainResult:
+    """What a run produced.
+
+    Fields:
+        config: the run's configuration.
+        steps: per-step rows (step, loss, lr, grad_norm, tokens_per_s).
+        evals: validation rows (step, val_loss).
+        final_val_loss: validation loss after the last step.
+        tokens_per_s: mean training throughput over the run.
+        wall_s: wall-clock seconds of the training loop.
+        conversion: what convert() did to the model.
+    """
+
+    config: TrainConfig
+    steps: tuple[dict[str, float], ...]
+    evals: tuple[dict[str, float], ...]
+    final_val_loss: float
+    tokens_per_s: float
+    wall_s: float
+    conversion: ConversionReport = field(repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "recipe": self.config.recipe,
+            "model": asdict(self.config.gpt_config()),
+            "steps": self.config.steps,
+            "final_train_loss": self.steps[-1]["loss"] if self.steps else math.nan,
+            "final_val_loss": self.final_val_loss,
+            "tokens_per_s": self.tokens_per_s,
+            "wall_s": self.wall_s,
+            "converted_layers": len(self.conversion.converted),
+            "kept_layers": len(self.conversion.kept),
+        }
+
+
+class Trainer:
+    """Builds the model, converts it to the recipe, and trains it step by step."""
+
+    def __init__(self, config: TrainConfig, *, dataset: ByteDataset | None = None) -> None:
+        self.config = config
+        cfg = config.gpt_config()
+        self.dataset = dataset or ByteDataset.from_bytes(load_corpus(config.data, config.max_corpus_bytes))
+        torch.manual_seed(config.seed)
+        self.model = GPT(cfg)
+        r = recipe(config.recipe, seed=config.seed)
+        policy = ConversionPolicy(
+            backend=config.backend, quant_backend=config.quant_backend, hp_last_blocks=config.hp_last_blocks
+        )
+        self.conversion = convert(self.model, r, policy=policy)
+        decay = [p for p in self.model.parameters() if p.ndim >= 2]
+        no_decay = [p for p in self.model.parameters() if p.ndim < 2]
+        self.optimizer = torch.optim.AdamW(
+            [
+                {"params": decay, "weight_decay": config.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ],
+            lr=config.lr,
+            betas=(0.9, 0.95),
+            eps=1e-8,
+        )
+        self.forward = torch.compile(self.model) if config.compile else self.model
+        self.step = 0
+
+    def lr_at(self, step: int) -> float:
+        c = self.config
+        if c.warmup_steps and step < c.warmup_steps:
+            return c.lr * (step + 1) / c.warmup_steps
+        span = max(c.steps - c.warmup_steps, 1)
+        t = min(max(step - c.warmup_steps, 0) / span, 1.0)
+        return c.lr * (c.min_lr_ratio + (1 - c.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
+
+    def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        logits = self.forward(x)
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+    def train_step(self) -> dict[str, float]:
+        """One optimizer step; returns its metrics row."""
+        c = self.config
+        self.model.train()
+        x, y = self.dataset.batch("train", self.step, c.batch_size, c.gpt_config().seq_len, c.seed)
+        lr = self.lr_at(self.step)
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        t0 = time.perf_counter()
+        loss = self._loss(x, y)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip or math.inf)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        update_scaling(self.model)
+        dt = time.perf_counter() - t0
+        self.step += 1
+        return {
+            "step": self.step,
+            "loss": loss.item(),
+            "lr": lr,
+            "grad_norm": float(gnorm),
+            "tokens_per_s": c.tokens_per_step / dt,
+        }
+
+    @torch.no_grad()
+    def evaluate(self, batches: int | None = None) -> float:
+        """Mean validation loss over the first `batches` fixed validation batches (default: eval_batches)."""
+        c = self.config
+        self.model.eval()
+        losses = []
+        for i in range(max(batches or c.eval_batches, 1)):
+            x, y = self.dataset.batch("val", i, c.batch_size, c.gpt_config().seq_len, c.seed)
+            losses.append(self._loss(x, y).item())
+        self.model.train()
+        return sum(losses) / len(losses)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step,
+            "config": asdict(self.config),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["config"] != asdict(self.config):
+            diff = sorted(k for k, v in state["config"].items() if asdict(self.config).get(k) != v)
+            raise ValueError(
+                f"checkpoint was made with a different configuration (fields: {', '.join(diff)})"
+            )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step = int(state["step"])
+
+    def run(self, on_step: Callable[[dict[str, float]], None] | None = None) -> TrainResult:
+        """Train until `config.steps`, evaluating every `eval_every` steps and at the end."""
+        c = self.config
+        rows: list[dict[str, float]] = []
+        evals: list[dict[str, float]] = []
+        t0 = time.perf_counter()
+        train_s = 0.0
+        while self.step < c.steps:
+            ts = time.perf_counter()
+            row = self.train_step()
+            train_s += time.perf_counter() - ts
+            if (c.eval_every and self.step % c.eval_every == 0) or self.step == c.steps:
+                row["val_loss"] = self.evaluate()
+                evals.append({"step": self.step, "val_loss": row["val_loss"]})
+            rows.append(row)
+            if on_step is not None:
+                on_step(row)
+        final = evals[-1]["val_loss"] if evals else self.evaluate()
+        n_tokens = c.tokens_per_step * len(rows)
+        return TrainResult(
+            config=c,
+            steps=tuple(rows),
+            evals=tuple(evals),
+            final_val_loss=final,
+            tokens_per_s=n_tokens / train_s if train_s else 0.0,
+            wall_s=time.perf_counter() - t0,
+            conversion=self.conversion,
+        )
+
+
+def write_metrics(rows: list[dict[str, Any]] | tuple[dict[str, Any], ...], path: str | Path) -> None:
+    """One JSON object per line."""
+    with Path(path).open("w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")

@@ -1,0 +1,112 @@
+"""The reference trainer: embedded corpus, model, training loop, outputs and the `tenfold train` command."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from tenfold.cli.main import app
+from tenfold.train import GPT, MODEL_SIZES, ByteDataset, GPTConfig, TrainConfig, Trainer, stdlib_corpus
+from tenfold.train.data import stdlib_files
+
+SMALL = ByteDataset.from_bytes(bytes(range(256)) * 40 + b"hello world, " * 500)
+
+
+def test_embedded_corpus_is_the_standard_library_in_a_fixed_order():
+    files = stdlib_files()
+    assert len(files) > 100 and all(p.suffix == ".py" for p in files)
+    assert not any("site-packages" in p.parts for p in files)
+    a = stdlib_corpus(1 << 20)
+    assert len(a) == 1 << 20 and a == stdlib_corpus(1 << 20)
+    assert a.startswith(files[0].read_bytes()[:1000])
+    with pytest.raises(ValueError, match="max_bytes"):
+        stdlib_corpus(0)
+
+
+def test_batches_are_a_pure_function_of_seed_and_step():
+    x1, y1 = SMALL.batch("train", 5, 4, 16, seed=1)
+    x2, _ = SMALL.batch("train", 5, 4, 16, seed=1)
+    assert torch.equal(x1, x2) and torch.equal(x1[:, 1:], y1[:, :-1])
+    assert not torch.equal(x1, SMALL.batch("train", 6, 4, 16, seed=1)[0])
+    v, _ = SMALL.batch("val", 0, 4, 16, seed=1)
+    assert v.max() < 256 and v.dtype == torch.int64
+    with pytest.raises(ValueError, match="split must be"):
+        SMALL.part("test")
+
+
+def test_gpt_is_causal_and_its_linears_have_the_names_convert_expects():
+    cfg = GPTConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, seq_len=16)
+    torch.manual_seed(0)
+    m = GPT(cfg)
+    idx = torch.randint(0, 256, (2, 16))
+    out = m(idx)
+    assert out.shape == (2, 16, 256)
+    idx2 = idx.clone()
+    idx2[:, 10] = (idx2[:, 10] + 1) % 256
+    assert torch.equal(m(idx2)[:, :10], out[:, :10])  # the future does not leak into the past
+    linears = {n for n, mod in m.named_modules() if isinstance(mod, torch.nn.Linear)}
+    assert {"blocks.0.attn.qkv", "blocks.1.mlp.fc2", "lm_head"} <= linears
+    n_params = sum(p.numel() for p in m.parameters())
+    assert n_params == cfg.n_params
+    with pytest.raises(ValueError, match="divisible"):
+        GPTConfig(d_model=30, n_heads=4)
+    assert set(MODEL_SIZES) == {"tiny", "small", "base"}
+
+
+def test_training_reduces_the_loss_and_reports_it():
+    cfg = TrainConfig(
+        recipe="mxfp8",
+        model="tiny",
+        seq_len=32,
+        steps=30,
+        batch_size=8,
+        eval_every=15,
+        lr=3e-3,
+        quant_backend="eager",
+    )
+    res = Trainer(cfg, dataset=SMALL).run()
+    assert len(res.steps) == 30 and [e["step"] for e in res.evals] == [15, 30]
+    assert res.steps[-1]["loss"] < res.steps[0]["loss"] - 1.0
+    assert math.isfinite(res.final_val_loss) and res.tokens_per_s > 0
+    assert res.summary()["converted_layers"] == 8
+    assert res.steps[0]["lr"] < res.steps[cfg.warmup_steps]["lr"]
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="unknown recipe"):
+        TrainConfig(recipe="fp3")
+    with pytest.raises(ValueError, match="unknown model size"):
+        TrainConfig(model="huge")
+    with pytest.raises(ValueError, match="steps"):
+        TrainConfig(steps=0)
+    with pytest.raises(ValueError, match="divisible"):
+        TrainConfig(d_model=102)
+
+
+def test_cli_train_writes_metrics_plot_and_json(tmp_path):
+    data = tmp_path / "data.txt"
+    data.write_bytes(b"to be or not to be, that is the question. " * 300)
+    args = ["train", "--recipe", "nvfp4", "--model", "tiny", "--seq-len", "32", "--steps", "4"]
+    args += ["--batch-size", "4", "--eval-every", "2", "--data", str(data), "--out", str(tmp_path), "--json"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)
+    assert summary["recipe"] == "nvfp4" and summary["steps"] == 4
+    run = tmp_path / "nvfp4"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4] and "val_loss" in rows[1]
+    assert (run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((run / "summary.json").read_text())["final_val_loss"] == summary["final_val_loss"]
+
+
+def test_cli_rejects_bad_input_with_exit_code_2(tmp_path):
+    r = CliRunner().invoke(app, ["train", "--recipe", "fp3", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "unknown recipe" in r.output
+    r = CliRunner().invoke(app, ["train", "--data", str(tmp_path / "missing.txt"), "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "does not exist" in r.output
+    r = CliRunner().invoke(app, ["train", "--help"])
+    assert r.exit_code == 0 and "Example: tenfold train" in r.output
