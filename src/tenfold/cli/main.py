@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tenfold.cli import claims, compare, demo, estimate, search, train, validate
+from tenfold.cli import claims, compare, demo, estimate, fleet, search, train, validate
 
 app = typer.Typer(
     name="tenfold",
@@ -27,6 +27,7 @@ app.command(name="train")(train.train)
 app.add_typer(estimate.app, name="estimate")
 app.add_typer(search.app, name="search")
 app.add_typer(validate.app, name="validate")
+app.add_typer(fleet.app, name="fleet")
 
 
 def main() -> None:
