@@ -43,3 +43,26 @@ __all__ = [
     "select_backend",
     "update_scaling",
 ]
+
+# post-training quantization for inference (issue 6)
+from tenfold.engine.ptq import (
+    PTQ_SCHEMES,
+    InferenceLinear,
+    KeptModule,
+    PTQLayer,
+    PTQReport,
+    quantize_for_inference,
+)
+from tenfold.engine.ptq_metrics import EmbeddingAgreement, embedding_agreement, spearman
+
+__all__ += [
+    "PTQ_SCHEMES",
+    "EmbeddingAgreement",
+    "InferenceLinear",
+    "KeptModule",
+    "PTQLayer",
+    "PTQReport",
+    "embedding_agreement",
+    "quantize_for_inference",
+    "spearman",
+]
