@@ -1,4 +1,5 @@
-# tenfold: the two commands. `make demo` runs the main job; `make test` runs the default suite.
+# tenfold: the two commands. `make demo` runs the main job (`tenfold compare`); `make test` runs the
+# default suite.
 # Both create .venv on first use. Torch: if the interpreter already has torch, the venv reuses it
 # (--system-site-packages); otherwise TORCH_SPEC is installed first. On this project's build machines
 # `torch==2.13.0` resolves to the CPU wheel that lies on disk; override TORCH_SPEC elsewhere.
@@ -32,7 +33,7 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.torch
 	@touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(BIN)/tenfold demo
+	$(BIN)/tenfold compare
 
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests benchmarks

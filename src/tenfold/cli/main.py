@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tenfold.cli import demo, estimate, search, train, validate
+from tenfold.cli import claims, compare, demo, estimate, fleet, search, train, validate
 
 app = typer.Typer(
     name="tenfold",
@@ -21,10 +21,13 @@ def _root() -> None:
 
 
 app.command(name="demo")(demo.demo)
+app.command(name="compare")(compare.compare)
+app.command(name="claims")(claims.claims)
 app.command(name="train")(train.train)
 app.add_typer(estimate.app, name="estimate")
 app.add_typer(search.app, name="search")
 app.add_typer(validate.app, name="validate")
+app.add_typer(fleet.app, name="fleet")
 
 
 def main() -> None:

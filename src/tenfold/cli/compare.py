@@ -1,0 +1,255 @@
+"""`tenfold compare`: one workload (or the embedded default) on several GPUs, side by side in days, money,
+energy and carbon, with ratios against H100."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tenfold.cli._perf_common import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cost.compare import compare_default, compare_training
+from tenfold.cost.compare_serving import compare_serving
+from tenfold.cost.plain_html import comparison_html
+from tenfold.cost.results import Comparison, ComparisonSet
+from tenfold.cost.workloads import DEFAULT_GPUS, CostSettings, ServingWorkload, TrainingWorkload
+
+OWN_OPTION = typer.Option([], "--own", help="owner input KEY=VALUE (pue=1.3, life_years=6, ...)")
+PRICE_OPTION = typer.Option([], "--price", help="GPU:KEY=VALUE (gb200:reserved_usd_h=5.5; capex_usd, it_kW)")
+REPORT_OPTION = typer.Option(None, "--report", help="write a plain HTML report to this file")
+SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def parse_count(text: str) -> float:
+    """'15.6T', '300B', '2e12' -> a number (K, M, B/G, T suffixes)."""
+    t = text.strip().lower().replace(",", "").replace("_", "")
+    scale = 1.0
+    if t and t[-1] in SUFFIX:
+        scale, t = SUFFIX[t[-1]], t[:-1]
+    try:
+        v = float(t) * scale
+    except ValueError:
+        raise ValueError(f"not a count: {text!r} (use e.g. 15.6T, 300B or 2e12)") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"count must be a positive number, got {text!r}")
+    return v
+
+
+def parse_pairs(items: list[str], what: str) -> dict[str, float]:
+    """['pue=1.3', 'life_years=6'] -> {'pue': 1.3, 'life_years': 6.0}."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"{what} wants KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"{what} {key.strip()}: not a number: {value!r}") from None
+    return out
+
+
+def parse_prices(items: list[str]) -> dict[str, dict[str, float]]:
+    """['gb200:reserved_usd_h=5.5'] -> {'gb200': {'reserved_usd_h': 5.5}}."""
+    out: dict[str, dict[str, float]] = {}
+    for item in items:
+        gpu, sep, rest = item.partition(":")
+        if not sep:
+            raise ValueError(f"--price wants GPU:KEY=VALUE, got {item!r}")
+        out.setdefault(gpu.strip(), {}).update(parse_pairs([rest], "--price"))
+    return out
+
+
+def _f(x: float, spec: str) -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def comparison_table(c: Comparison) -> Table:
+    """The side-by-side table of one comparison."""
+    serving = c.kind == "serving"
+    t = Table(title=c.title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    cols = ["GPU", "prec", "GPUs", "days", "MFU" if not serving else "tok/s\n/GPU", "GPU-h", "rent\n$M"]
+    cols += ["own\n$M", "MWh", "tCO2", "speed\n-up", "rent\ncost", "own\ncost"]
+    if serving:
+        cols += ["rent\n$/Mtok"]
+    for i, col in enumerate(cols):
+        t.add_column(col, justify="left" if i < 2 else "right", no_wrap=True)
+    for d in c.summary():
+        if not d["feasible"]:
+            t.add_row(d["hardware"], "-", *["-"] * (len(cols) - 3), f"[red]{d['reason'][:60]}[/red]")
+            continue
+        row = [
+            d["hardware"],
+            d["precision"],
+            f"{d['num_gpus']:,}",
+            _f(d["days"], ",.1f"),
+            _f(d["mfu"], ".0%") if not serving else _f(d["tokens_per_s_per_gpu"], ",.0f"),
+            _f(d["gpu_hours"] / 1e6, ",.2f") + "M",
+            _f(d["rent_usd"] / 1e6, ",.1f"),
+            _f(d["own_usd"] / 1e6, ",.1f"),
+            _f(d["facility_MWh"], ",.0f"),
+            _f(d["co2_t"], ",.0f"),
+            _f(d["speedup"], ".2f") + "x",
+            _f(d["rent_cost_ratio"], ".2f") + "x",
+            _f(d["own_cost_ratio"], ".2f") + "x",
+        ]
+        if serving:
+            row.append(_f(d["rent_usd_per_m_tokens"], ",.3f"))
+        t.add_row(*row)
+    return t
+
+
+def print_comparison(c: Comparison, console: Console, tornado: bool = False) -> None:
+    console.print(comparison_table(c))
+    for d in c.summary():
+        if d["feasible"]:
+            console.print(f"  {d['hardware']}: {d['plan']}", style="dim")
+    if c.kind == "serving":
+        how = f"speedup = tok/s/GPU / {c.baseline}'s at the same interactivity; cost = $/M tokens ratio"
+    elif c.mode == "fixed":
+        how = f"speedup = per-GPU throughput / {c.baseline}'s at equal GPU count; MFU = share of the chosen "
+        how += "precision's dense peak"
+    else:
+        how = f"speedup = {c.baseline} GPU-hours / GPU-hours, each at the fewest GPUs meeting the deadline"
+    console.print(f"  {how}; carbon at {c.grid_g_per_kWh:g} g CO2/kWh", style="dim")
+    if tornado:
+        for r in c.rows:
+            if r.money and r.money.tornado_own:
+                console.print(tornado_table(r.hardware, r.money.tornado_own))
+
+
+def tornado_table(name: str, tor) -> Table:
+    t = Table(title=f"{name}: owned cost ${tor.base_cost_usd / 1e6:,.1f}M, sensitivity", title_justify="left")
+    for col in ("input", "low", "high", "cost at low $M", "cost at high $M", "swing $M"):
+        t.add_column(col, justify="right" if col != "input" else "left")
+    for b in tor.bars:
+        t.add_row(
+            b.label,
+            f"{b.low_value:g}",
+            f"{b.high_value:g}",
+            f"{b.cost_at_low_usd / 1e6:,.1f}",
+            f"{b.cost_at_high_usd / 1e6:,.1f}",
+            f"{b.swing_usd / 1e6:,.1f}",
+        )
+    return t
+
+
+def compare(
+    model: str = typer.Option("", "--model", "-m", help="catalog model; empty: the embedded default"),
+    tokens: str = typer.Option("", help="training tokens (15.6T, 300B, 2e12)"),
+    num_gpus: int = typer.Option(0, "--num-gpus", "-n", help="fixed GPU count for every GPU type"),
+    deadline_days: float = typer.Option(0.0, "--deadline-days", help="fewest GPUs that finish in time"),
+    seq_len: int = typer.Option(8192, "--seq-len", help="tokens per sequence (training)"),
+    global_batch: int = typer.Option(2048, "--global-batch", help="sequences per step (training)"),
+    serve: bool = typer.Option(False, "--serve", help="compare a serving load instead of training"),
+    input_len: int = typer.Option(1024, "--input-len", help="prompt tokens per request (serving)"),
+    output_len: int = typer.Option(1024, "--output-len", help="output tokens per request (serving)"),
+    demand: float = typer.Option(100000.0, "--demand", help="aggregate output tok/s to carry (serving)"),
+    per_user: float = typer.Option(20.0, "--per-user", help="minimum output tok/s per user (serving)"),
+    ttft_s: float = typer.Option(5.0, "--ttft-s", help="maximum time to first token, s (serving)"),
+    days: float = typer.Option(30.0, "--days", help="days of serving to cost (serving)"),
+    gpus: str = typer.Option(",".join(DEFAULT_GPUS), "--gpus", "-g", help="comma-separated catalog GPUs"),
+    precisions: str = typer.Option(
+        "",
+        help="restrict precisions (fp8 or fp8,nvfp4); default bf16/fp8 Hopper, fp8/mxfp8/nvfp4 Blackwell",
+    ),
+    baseline: str = typer.Option("", help="GPU the ratios refer to (default h100-sxm)"),
+    rent_basis: str = typer.Option("reserved", "--rent-basis", help="reserved | ondemand"),
+    grid: str = typer.Option("us", help="carbon: us, world, france, germany, ... or g CO2/kWh"),
+    own: list[str] = OWN_OPTION,
+    price: list[str] = PRICE_OPTION,
+    tornado: bool = typer.Option(False, "--tornado", help="also print each GPU's cost sensitivity"),
+    report: Path | None = REPORT_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+) -> None:
+    """Compare GPUs on one workload: GPUs, days, MFU, GPU-hours, rent and own cost, MWh, tCO2, ratios.
+
+    With no workload it runs the embedded default: the seed's GPT-MoE-1.8T (13T tokens, 8,192 GPUs) and
+    Llama 3.1 405B (15.6T tokens, 16,384 GPUs) on h100-sxm, h200, b200, gb200, gb300.
+
+    Examples: tenfold compare;  tenfold compare -m llama3-70b --tokens 15T --deadline-days 30;
+    tenfold compare -m llama3-70b --serve --per-user 50 --demand 1e6 --gpus h100-sxm,b200
+
+    Exit codes: 0 ok, 1 no GPU has a plan, 2 bad input.
+    """
+    console = Console(width=max(Console().width, 112))  # the table needs ~105 columns
+    try:
+        settings = CostSettings(
+            rent_basis=rent_basis,
+            grid=grid,
+            own=parse_pairs(own, "--own"),
+            per_gpu=parse_prices(price),
+        )
+        gpu_list = [g.strip() for g in gpus.split(",") if g.strip()]
+        prec = tuple(p.strip() for p in precisions.split(",") if p.strip()) or None
+        common = dict(precisions=prec, baseline=baseline or None, settings=settings)
+        if not model:
+            if tokens or num_gpus or deadline_days or serve:
+                raise ValueError("--tokens, --num-gpus, --deadline-days and --serve need --model")
+            job = ("default", None)
+        elif serve:
+            w = ServingWorkload(
+                model=model,
+                input_len=input_len,
+                output_len=output_len,
+                output_tokens_per_s=demand,
+                min_tokens_per_s_per_user=per_user,
+                max_ttft_s=ttft_s,
+                days=days,
+            )
+            job = ("serving", w)
+        else:
+            if not tokens:
+                raise ValueError("training needs --tokens (e.g. --tokens 15T)")
+            if bool(num_gpus) == bool(deadline_days):
+                raise ValueError("give exactly one of --num-gpus or --deadline-days")
+            w = TrainingWorkload(
+                model=model, tokens=parse_count(tokens), seq_len=seq_len, global_batch=global_batch
+            )
+            job = ("training", w)
+        with Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+            disable=as_json,
+        ) as bar:
+            task = bar.add_task("searching layouts", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            if job[0] == "default":
+                result: Comparison | ComparisonSet = compare_default(gpu_list, progress=progress, **common)
+            elif job[0] == "serving":
+                result = compare_serving(job[1], gpu_list, progress=progress, **common)
+            else:
+                result = compare_training(
+                    job[1],
+                    gpu_list,
+                    num_gpus=num_gpus or None,
+                    deadline_days=deadline_days or None,
+                    progress=progress,
+                    **common,
+                )
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    if report is not None:
+        report.write_text(comparison_html(result), encoding="utf-8")
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        comps = result.comparisons if isinstance(result, ComparisonSet) else (result,)
+        for c in comps:
+            print_comparison(c, console, tornado=tornado)
+        if report is not None:
+            console.print(f"report written to {report}")
+    if not result.feasible:
+        raise typer.Exit(EXIT_INFEASIBLE)

@@ -1,0 +1,147 @@
+"""Sensitivity of a job's total cost: a tornado, one bar per input swept over its range with the others
+held at their base values (ranges from tenfold/data/cost/defaults.toml, each with its source).
+
+Owned basis, job cost = GPU-hours / m x own $/busy GPU-hour(inputs), where m scales the modelled
+throughput (MFU) and the inputs are capex (price), utilisation, lifetime, cost of capital, PUE,
+electricity and colocation. Rented basis: price (reserved to on-demand) and MFU. Returned as data; the
+report draws it (bars sorted by swing, widest first).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+from tenfold.cost.defaults import CostDefaults, load_cost_defaults
+from tenfold.cost.tco import OwnInputs, RentPrices, own_cost
+
+# (bar name, OwnInputs field or pseudo-input, label, unit); "capex" and "mfu" are multipliers
+OWN_BARS = (
+    ("capex", "capex_range", "GPU price (all-in capex)", "x catalog"),
+    ("utilisation", "utilisation", "utilisation of owned GPU-hours", "share"),
+    ("life_years", "life_years", "depreciation life", "years"),
+    ("cost_of_capital", "cost_of_capital", "cost of capital", "per year"),
+    ("pue", "pue", "PUE", ""),
+    ("electricity_usd_per_kWh", "electricity_usd_per_kWh", "electricity", "$/kWh"),
+    ("colo_usd_per_kW_month", "colo_usd_per_kW_month", "colocation", "$/kW-month"),
+    ("mfu", "mfu_range", "MFU (modelled throughput)", "x model"),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TornadoBar:
+    """One input swept: its low and high values and the total cost ($) at each."""
+
+    name: str
+    label: str
+    unit: str
+    base_value: float
+    low_value: float
+    high_value: float
+    cost_at_low_usd: float
+    cost_at_high_usd: float
+
+    @property
+    def swing_usd(self) -> float:
+        return abs(self.cost_at_high_usd - self.cost_at_low_usd)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tornado:
+    """Bars sorted by swing (widest first) around `base_cost_usd` on the given basis (own or rent)."""
+
+    basis: str
+    base_cost_usd: float
+    bars: tuple[TornadoBar, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "basis": self.basis,
+            "base_cost_usd": self.base_cost_usd,
+            "bars": [asdict(b) | {"swing_usd": b.swing_usd} for b in self.bars],
+        }
+
+
+def owned_job_cost(gpu_hours: float, inputs: OwnInputs, *, mfu: float = 1.0) -> float:
+    """Total owned cost ($) of a job of `gpu_hours` GPU-hours when throughput is `mfu` x the model's."""
+    if not mfu > 0:
+        raise ValueError(f"mfu multiplier must be > 0, got {mfu}")
+    return gpu_hours / mfu * own_cost(inputs).usd_per_busy_gpu_hour
+
+
+def own_tornado(gpu_hours: float, inputs: OwnInputs, defaults: CostDefaults | None = None) -> Tornado:
+    """Tornado of the owned job cost over the OWN_BARS inputs."""
+    dfl = defaults or load_cost_defaults()
+    base = owned_job_cost(gpu_hours, inputs)
+    bars = []
+    for name, key, label, unit in OWN_BARS:
+        rng = dfl.own[key]
+        if name == "capex":
+            base_v = 1.0
+
+            def at(v: float) -> float:
+                return owned_job_cost(gpu_hours, replace(inputs, capex_usd=inputs.capex_usd * v))
+        elif name == "mfu":
+            base_v = 1.0
+
+            def at(v: float) -> float:
+                return owned_job_cost(gpu_hours, inputs, mfu=v)
+        else:
+            base_v = getattr(inputs, key)
+
+            def at(v: float, key: str = key) -> float:
+                return owned_job_cost(gpu_hours, replace(inputs, **{key: v}))
+
+        lo, hi = min(rng.low, base_v), max(rng.high, base_v)
+        bars.append(
+            TornadoBar(
+                name=name,
+                label=label,
+                unit=unit,
+                base_value=base_v,
+                low_value=lo,
+                high_value=hi,
+                cost_at_low_usd=at(lo),
+                cost_at_high_usd=at(hi),
+            )
+        )
+    bars.sort(key=lambda b: -b.swing_usd)
+    return Tornado(basis="own", base_cost_usd=base, bars=tuple(bars))
+
+
+def rent_tornado(gpu_hours: float, prices: RentPrices, defaults: CostDefaults | None = None) -> Tornado:
+    """Tornado of the rented job cost: price between reserved and on-demand, and MFU."""
+    dfl = defaults or load_cost_defaults()
+    base_p = prices.usd_h
+    base = gpu_hours * base_p
+    bars = []
+    known = [p for p in (prices.reserved_usd_h, prices.ondemand_usd_h) if p is not None]
+    if known and math.isfinite(base_p):
+        lo, hi = min(*known, base_p), max(*known, base_p)
+        bars.append(
+            TornadoBar(
+                name="price",
+                label="rental price (reserved to on-demand)",
+                unit="$/GPU-hour",
+                base_value=base_p,
+                low_value=lo,
+                high_value=hi,
+                cost_at_low_usd=gpu_hours * lo,
+                cost_at_high_usd=gpu_hours * hi,
+            )
+        )
+    m = dfl.own["mfu_range"]
+    bars.append(
+        TornadoBar(
+            name="mfu",
+            label="MFU (modelled throughput)",
+            unit="x model",
+            base_value=1.0,
+            low_value=m.low,
+            high_value=m.high,
+            cost_at_low_usd=base / m.low,
+            cost_at_high_usd=base / m.high,
+        )
+    )
+    bars.sort(key=lambda b: -b.swing_usd if math.isfinite(b.swing_usd) else 0.0)
+    return Tornado(basis="rent", base_cost_usd=base, bars=tuple(bars))

@@ -1,0 +1,180 @@
+"""What a comparison is asked about: a training run or a serving load, the cost settings, the precisions
+each GPU may use, and the embedded default scenario (`tenfold compare` with no arguments)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
+
+from tenfold.cost.defaults import CostDefaults, grid_intensity
+from tenfold.cost.tco import OWN_KEYS, RENT_BASES
+from tenfold.perf.hardware import Hardware
+from tenfold.perf.models import load_model
+from tenfold.perf.precision import check_supported, get_precision
+from tenfold.perf.stack import stack
+
+DEFAULT_GPUS = ("h100-sxm", "h200", "b200", "gb200", "gb300")
+HOPPER_PRECISIONS = ("bf16", "fp8")
+BLACKWELL_PRECISIONS = ("fp8", "mxfp8", "nvfp4")
+
+
+def precisions_for(hw: Hardware, allowed: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """Precisions a comparison tries on `hw`: fp8 / mxfp8 / nvfp4 where the GPU has block-scaled tensor
+    cores (Blackwell), bf16 / fp8 otherwise (Hopper), keeping those it supports; `allowed` restricts them."""
+    base = BLACKWELL_PRECISIONS if hw.block_scaled_formats else HOPPER_PRECISIONS
+    if allowed is not None:
+        for p in allowed:
+            get_precision(p)  # ValueError for an unknown name
+        base = tuple(p for p in allowed)
+    return tuple(p for p in base if not check_supported(get_precision(p), hw))
+
+
+def _positive(name: str, v: float) -> None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a positive number, got {v!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingWorkload:
+    """A pre-training run. Fields: model (catalog name), tokens to train on, seq_len, global_batch
+    (sequences per step), software stack preset, label and source (where the token count comes from)."""
+
+    model: str
+    tokens: float
+    seq_len: int = 8192
+    global_batch: int = 2048
+    software: str = "megatron-core"
+    label: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        load_model(self.model)
+        stack(self.software)
+        _positive("tokens", self.tokens)
+        for key in ("seq_len", "global_batch"):
+            v = getattr(self, key)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{key} must be an integer >= 1, got {v!r}")
+
+    @property
+    def kind(self) -> str:
+        return "training"
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"kind": self.kind}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingWorkload:
+    """A serving load. Fields: model, input_len / output_len (tokens per request), output_tokens_per_s
+    (aggregate demand), the interactivity target min_tokens_per_s_per_user and max_ttft_s, days of serving
+    to cost, engine preset, label and source."""
+
+    model: str
+    input_len: int
+    output_len: int
+    output_tokens_per_s: float
+    min_tokens_per_s_per_user: float
+    max_ttft_s: float
+    days: float = 30.0
+    engine: str = "trtllm"
+    label: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        load_model(self.model)
+        for key in ("input_len", "output_len"):
+            v = getattr(self, key)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{key} must be an integer >= 1, got {v!r}")
+        for key in ("output_tokens_per_s", "min_tokens_per_s_per_user", "max_ttft_s", "days"):
+            _positive(key, getattr(self, key))
+
+    @property
+    def kind(self) -> str:
+        return "serving"
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"kind": self.kind}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostSettings:
+    """How a comparison prices GPU-hours. Fields:
+    rent_basis: "reserved" (multi-week runs buy commitments) or "ondemand".
+    grid: carbon preset name (us, world, france, ...) or g CO2/kWh.
+    own: overrides of the owner's inputs shared by every GPU (life_years, cost_of_capital, pue, ...).
+    per_gpu: overrides per GPU name, {gpu: {key: value}} with keys ondemand_usd_h, reserved_usd_h,
+        capex_usd, it_kW.
+    """
+
+    rent_basis: str = "reserved"
+    grid: str | float = "us"
+    own: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    per_gpu: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if self.rent_basis not in RENT_BASES:
+            raise ValueError(f"rent_basis {self.rent_basis!r} not in {RENT_BASES}")
+        bad = sorted(set(self.own) - set(OWN_KEYS))
+        if bad:
+            raise ValueError(f"unknown own-cost override(s) {', '.join(bad)}; known: {', '.join(OWN_KEYS)}")
+        gpu_keys = {"ondemand_usd_h", "reserved_usd_h", "capex_usd", "it_kW"}
+        for gpu, keys in self.per_gpu.items():
+            bad = sorted(set(keys) - gpu_keys)
+            if bad:
+                raise ValueError(f"unknown override(s) {', '.join(bad)} for {gpu}; known: {sorted(gpu_keys)}")
+        object.__setattr__(self, "own", MappingProxyType(dict(self.own)))
+        object.__setattr__(self, "per_gpu", MappingProxyType({k: dict(v) for k, v in self.per_gpu.items()}))
+
+    def grid_g_per_kWh(self, defaults: CostDefaults | None = None) -> float:
+        return grid_intensity(self.grid, defaults)
+
+    def to_dict(self) -> dict:
+        return {
+            "rent_basis": self.rent_basis,
+            "grid": self.grid,
+            "own": dict(self.own),
+            "per_gpu": {k: dict(v) for k, v in self.per_gpu.items()},
+        }
+
+
+# ---- the embedded default: the seed's scenario plus Llama 3.1 405B -------------------------------
+GPT_MOE_TOKENS_SOURCE = (
+    "~13T tokens, 8K pre-training context and a batch ramped to ~60M tokens (here 8,192 x 8,192 = 67M): "
+    "SemiAnalysis's July 2023 GPT-4 description that the catalog's GPT-MoE-1.8T shape follows, as "
+    "summarised at https://www.kdnuggets.com/2023/07/gpt4-details-leaked.html (low confidence; NVIDIA "
+    "publishes no token count); 8,192 GPUs ~ the GTC-2024 keynote's 8,000 Hopper GPUs for 90 days"
+)
+LLAMA_TOKENS_SOURCE = (
+    "15.6T tokens, 8K sequences, 16M-token batches on 16K H100s (Llama 3 paper, arXiv 2407.21783, Table 4)"
+)
+
+
+def default_scenario() -> tuple[tuple[TrainingWorkload, int], ...]:
+    """(workload, GPU count) pairs `tenfold compare` runs with no arguments."""
+    return (
+        (
+            TrainingWorkload(
+                model="gpt-moe-1.8t",
+                tokens=13e12,
+                seq_len=8192,
+                global_batch=8192,
+                label="GPT-MoE-1.8T pre-training (the seed's scenario)",
+                source=GPT_MOE_TOKENS_SOURCE,
+            ),
+            8192,
+        ),
+        (
+            TrainingWorkload(
+                model="llama3.1-405b",
+                tokens=15.6e12,
+                seq_len=8192,
+                global_batch=2048,
+                label="Llama 3.1 405B pre-training",
+                source=LLAMA_TOKENS_SOURCE,
+            ),
+            16384,
+        ),
+    )
