@@ -7,6 +7,7 @@ dicts, which is quicker than plotly's figure objects and is what the web API sen
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -279,11 +280,35 @@ def inference_memory_chart(
     )
 
 
+def throughput_at(curve: InferenceCurve, per_user: float) -> float | None:
+    """Output tok/s per GPU at `per_user` tok/s per user, interpolated along the (unsaturated) curve,
+    linear in log(interactivity); None when the curve never reaches that interactivity."""
+    pts = sorted(
+        (p.output_tokens_per_s_per_user, p.output_tokens_per_s_per_gpu)
+        for p in curve.points
+        if not p.saturated and p.output_tokens_per_s_per_user > 0
+    )
+    if not pts or not pts[0][0] <= per_user <= pts[-1][0]:
+        return None
+    for (x0, y0), (x1, y1) in itertools.pairwise(pts):
+        if x0 <= per_user <= x1:
+            if x1 == x0:
+                return max(y0, y1)
+            t = (math.log(per_user) - math.log(x0)) / (math.log(x1) - math.log(x0))
+            return y0 + t * (y1 - y0)
+    return pts[-1][1]  # a single point exactly at per_user
+
+
 def inference_curve_chart(
-    curves: Sequence[InferenceCurve], labels: Sequence[str] | None = None, *, key: str = "curve"
+    curves: Sequence[InferenceCurve],
+    labels: Sequence[str] | None = None,
+    *,
+    key: str = "curve",
+    target_per_user: float | None = None,
 ) -> Chart:
     """Throughput per GPU against interactivity (tokens/s per user), one line per configuration; each
-    point is one concurrency (hover shows it). Up and to the right is better."""
+    point is one concurrency (hover shows it). Up and to the right is better. With `target_per_user` a
+    dashed line marks that interactivity and the reading compares the curves there."""
     names = _check(curves, labels, "inference_curve_chart")
     data = []
     peaks = []
@@ -315,6 +340,39 @@ def inference_curve_chart(
         low_name, low = min(peaks, key=lambda nb: nb[1].output_tokens_per_s_per_gpu)
         ratio = best.output_tokens_per_s_per_gpu / max(low.output_tokens_per_s_per_gpu, 1e-12)
         reading += f" Peak ratio to {low_name}: {ratio:.1f}x."
+    shapes = []
+    if target_per_user is not None:
+        at = [
+            (n, throughput_at(c, target_per_user)) for n, c in zip([n for n, _ in peaks], curves, strict=True)
+        ]
+        reached = [(n, y) for n, y in at if y is not None]
+        if reached:
+            n_hi, y_hi = max(reached, key=lambda ny: ny[1])
+            n_lo, y_lo = min(reached, key=lambda ny: ny[1])
+            reading = (
+                f"At {target_per_user:g} tok/s per user, {n_hi} delivers {y_hi:,.0f} output tok/s per GPU"
+                + (f", {y_hi / max(y_lo, 1e-12):.1f}x {n_lo} ({y_lo:,.0f})" if len(reached) > 1 else "")
+                + ""
+                + (
+                    f"; {len(at) - len(reached)} of {len(at)} curves never reach it"
+                    if len(reached) < len(at)
+                    else ""
+                )
+                + ". "
+                + reading
+            )
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": target_per_user,
+                "x1": target_per_user,
+                "y0": 0,
+                "y1": 1,
+                "line": {"dash": "dash", "color": "#5a6272"},
+            }
+        )
     fig = {
         "data": data,
         "layout": layout(
