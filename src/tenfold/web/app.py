@@ -10,6 +10,7 @@ once (beyond that: 429). Bad input: 422 with the field and its allowed range. Ne
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from importlib.resources import files
@@ -19,9 +20,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from tenfold.cost.compare import compare_training
+from tenfold.cost.compare import compare_training, gpu_ladder
 from tenfold.cost.compare_serving import compare_serving
-from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload
+from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload, precisions_for
 from tenfold.perf.hardware import load_hardware
 from tenfold.perf.inference import Deployment, estimate_inference, inference_curve
 from tenfold.perf.layout import Layout
@@ -41,6 +42,7 @@ from tenfold.report.compare import comparison_charts, comparison_table
 from tenfold.report.page import clean, plotly_js
 from tenfold.web.schemas import (
     GPU_NAMES,
+    MAX_COMPARE_PLANS,
     MAX_DEADLINE_GPUS,
     MAX_SEARCH_PLANS,
     MODEL_NAMES,
@@ -78,6 +80,21 @@ def plan_count(model: str, num_gpus: int, seq_len: int, max_vp: int, software: s
                     continue
                 total += (max_vp if pp > 1 else 1) * per
     return total
+
+
+def compare_plan_bound(req: CompareRequest) -> int:
+    """An upper bound on the layouts a training comparison searches: per GPU type and precision, one
+    search at the fixed count, or (deadline) one per bisection probe of the GPU-count ladder, each
+    bounded by the largest grid on the ladder."""
+    allowed = (req.precision,) if req.precision else None
+    if req.deadline_days is None:
+        probes, counts = 1, [req.num_gpus or 1]
+    else:
+        counts = gpu_ladder(MAX_DEADLINE_GPUS)
+        probes = math.ceil(math.log2(len(counts))) + 2
+    grid = max(plan_count(req.model, n, req.seq_len, 8, "megatron-core") for n in counts)
+    n_prec = sum(len(precisions_for(load_hardware(g), allowed)) for g in req.gpus)
+    return n_prec * probes * grid
 
 
 def _deadline(limit_s: float):
@@ -299,6 +316,18 @@ def create_app(*, time_limit_s: float = TIME_LIMIT_S, heavy_slots: int = 2) -> F
     @app.post("/api/compare")
     def compare(req: CompareRequest) -> JSONResponse:
         """GPUs side by side for one workload: days, GPU-hours, rent and own cost, MWh, tCO2, ratios."""
+
+        if req.kind == "training":
+            try:
+                bound = compare_plan_bound(req)
+            except ValueError as exc:
+                return _bad(str(exc))
+            if bound > MAX_COMPARE_PLANS:
+                what = "a deadline" if req.deadline_days is not None else f"{req.num_gpus:,} GPUs"
+                return _bad(
+                    f"gpus: {len(req.gpus)} GPU types at {what} may search {bound:,} layouts; allowed: at "
+                    f"most {MAX_COMPARE_PLANS:,} (fewer GPU types, one precision, fewer GPUs, a fixed count)"
+                )
 
         def work() -> JSONResponse:
             settings = CostSettings(rent_basis=req.rent_basis, grid=req.grid)

@@ -29,8 +29,9 @@ GRID_PRESETS = tuple(load_cost_defaults().grid)
 # work bounds: what one request may ask for
 MAX_GPUS = 65_536  # cluster size in one estimate or search (the largest published runs are ~32k)
 MAX_SEARCH_PLANS = 4_000_000  # layouts one search may enumerate (~4 s on one core)
+MAX_COMPARE_PLANS = 12_000_000  # layouts one training comparison may search, all GPUs together (~12 s)
 MAX_COMPARE_GPUS = 6  # GPU types in one comparison
-MAX_DEADLINE_GPUS = 16_384  # largest count a deadline comparison tries
+MAX_DEADLINE_GPUS = 4_096  # largest count a deadline comparison tries
 MAX_SEQ = 1 << 20
 MAX_BATCH = 1 << 20
 
