@@ -281,22 +281,26 @@ def inference_memory_chart(
 
 
 def throughput_at(curve: InferenceCurve, per_user: float) -> float | None:
-    """Output tok/s per GPU at `per_user` tok/s per user, interpolated along the (unsaturated) curve,
-    linear in log(interactivity); None when the curve never reaches that interactivity."""
+    """The most output tok/s per GPU a configuration gives while every user still gets `per_user` tok/s:
+    interpolated along the (unsaturated) curve, linear in log(interactivity), where the target lies on
+    it; the curve's peak when even its busiest point is faster than the target; None when no point
+    reaches the target."""
     pts = sorted(
         (p.output_tokens_per_s_per_user, p.output_tokens_per_s_per_gpu)
         for p in curve.points
         if not p.saturated and p.output_tokens_per_s_per_user > 0
     )
-    if not pts or not pts[0][0] <= per_user <= pts[-1][0]:
+    if not pts or per_user > pts[-1][0]:
         return None
+    if per_user <= pts[0][0]:
+        return max(y for _, y in pts)
     for (x0, y0), (x1, y1) in itertools.pairwise(pts):
         if x0 <= per_user <= x1:
             if x1 == x0:
                 return max(y0, y1)
             t = (math.log(per_user) - math.log(x0)) / (math.log(x1) - math.log(x0))
             return y0 + t * (y1 - y0)
-    return pts[-1][1]  # a single point exactly at per_user
+    raise AssertionError("unreachable: per_user lies within the sorted points")
 
 
 def inference_curve_chart(

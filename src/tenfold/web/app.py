@@ -132,7 +132,10 @@ def _field_range(model: type | None, loc: tuple) -> str:
         hi = getattr(m, "le", hi)
     if lo is None and hi is None:
         return ""
-    return f"allowed: {lo if lo is not None else '-inf'} to {hi if hi is not None else 'inf'}"
+    def num(x: float | None, missing: str) -> str:
+        return missing if x is None else (f"{x:g}" if isinstance(x, float) else str(x))
+
+    return f"allowed: {num(lo, '-inf')} to {num(hi, 'inf')}"
 
 
 BODY_MODELS = {
