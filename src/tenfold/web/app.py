@@ -146,8 +146,15 @@ BODY_MODELS = {
 }
 
 
-def create_app(*, time_limit_s: float = TIME_LIMIT_S, heavy_slots: int = 2) -> FastAPI:
-    """The FastAPI application (uvicorn serves it; tests drive it with TestClient)."""
+def create_app(
+    *,
+    time_limit_s: float = TIME_LIMIT_S,
+    heavy_slots: int = 2,
+    max_search_plans: int = MAX_SEARCH_PLANS,
+    max_compare_plans: int = MAX_COMPARE_PLANS,
+) -> FastAPI:
+    """The FastAPI application (uvicorn serves it; tests drive it with TestClient). The keyword
+    arguments tighten or loosen the work bounds (schemas.py has the defaults)."""
     app = FastAPI(
         title="tenfold",
         version="0.1.0",
@@ -293,10 +300,10 @@ def create_app(*, time_limit_s: float = TIME_LIMIT_S, heavy_slots: int = 2) -> F
     def search_train(req: SearchRequest) -> JSONResponse:
         """The fastest layouts for a model, a GPU count and a global batch."""
         n = plan_count(req.model, req.num_gpus, req.seq_len, req.max_vp, req.software)
-        if n > MAX_SEARCH_PLANS:
+        if n > max_search_plans:
             return _bad(
                 f"num_gpus: {req.num_gpus:,} GPUs give {n:,} layouts to search; allowed: at most "
-                f"{MAX_SEARCH_PLANS:,} (fewer GPUs, or a smaller max_vp)"
+                f"{max_search_plans:,} (fewer GPUs, or a smaller max_vp)"
             )
 
         def work() -> JSONResponse:
@@ -325,11 +332,11 @@ def create_app(*, time_limit_s: float = TIME_LIMIT_S, heavy_slots: int = 2) -> F
                 bound = compare_plan_bound(req)
             except ValueError as exc:
                 return _bad(str(exc))
-            if bound > MAX_COMPARE_PLANS:
+            if bound > max_compare_plans:
                 what = "a deadline" if req.deadline_days is not None else f"{req.num_gpus:,} GPUs"
                 return _bad(
                     f"gpus: {len(req.gpus)} GPU types at {what} may search {bound:,} layouts; allowed: at "
-                    f"most {MAX_COMPARE_PLANS:,} (fewer GPU types, one precision, fewer GPUs, a fixed count)"
+                    f"most {max_compare_plans:,} (fewer GPU types, one precision, fewer GPUs, a fixed count)"
                 )
 
         def work() -> JSONResponse:
