@@ -23,7 +23,7 @@ from tenfold.report import (
 )
 from tenfold.report.charts import throughput_at
 from tenfold.report.compare import comparison_charts, comparison_report_html
-from tenfold.report.runs import load_runs, loss_chart, runs_report_html, smooth
+from tenfold.report.runs import load_runs, loss_chart, run_charts, runs_report_html, smooth
 
 
 def charts_in(html: str) -> list[dict]:
@@ -164,3 +164,41 @@ def test_run_errors(tmp_path):
     (tmp_path / "r" / "metrics.jsonl").write_text('{"step": 1, "loss": 2.0}\nnot json\n')
     with pytest.raises(ValueError, match=r"metrics\.jsonl:2: not JSON"):
         load_runs(tmp_path)
+
+
+def test_dynamic_range_heatmap(tmp_path):
+    write_run(tmp_path, "nvfp4", [3.0, 2.6, 2.2, 2.0], {4: 2.09})
+    recs = []
+    for step in (1, 3):
+        for layer, tensor, amax, under in (
+            ("blocks.0.ffn", "x", 4.0, 0.0),
+            ("blocks.0.ffn", "dy", 2.0**-20, 0.125),
+        ):
+            recs.append(
+                {
+                    "step": step,
+                    "layer": layer,
+                    "gemm": "fprop" if tensor == "x" else "dgrad",
+                    "side": "a",
+                    "tensor": tensor,
+                    "recipe": "nvfp4",
+                    "what_if": False,
+                    "amax": amax,
+                    "clip_frac": 0.0,
+                    "underflow_frac": under,
+                    "sqnr_db": 20.0,
+                }
+            )
+    recs.append({**recs[0], "what_if": True, "recipe": "mxfp8", "amax": 1e9})  # what-if: not drawn
+    (tmp_path / "nvfp4" / "telemetry.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    runs = load_runs(tmp_path)
+    charts = run_charts(runs)
+    assert [c.key for c in charts] == ["loss", "dynrange_0"]
+    heat = charts[1]
+    assert_valid(heat)
+    trace = heat.figure["data"][0]
+    assert trace["x"] == [1, 3]
+    assert trace["y"] == ["blocks.0.ffn dgrad.dy", "blocks.0.ffn fprop.x"]
+    assert trace["z"] == [[-20.0, -20.0], [2.0, 2.0]]
+    assert "2^-20.0 to 2^2.0 (22.0 octaves)" in heat.reading
+    assert "most underflow: blocks.0.ffn dgrad.dy (step 3) at 12.50%" in heat.reading
