@@ -342,7 +342,15 @@ def comparison_report_html(result: Comparison | ComparisonSet) -> str:
     title = result.title
     charts: list[Chart] = []
     for i, c in enumerate(comps):
-        charts.extend(comparison_charts(c, f"c{i}"))
+        for ch in comparison_charts(c, f"c{i}"):
+            if len(comps) > 1:  # say which workload each chart belongs to
+                ch = Chart(
+                    key=ch.key,
+                    title=f"{c.workload.label or c.workload.model}: {ch.title}",
+                    reading=ch.reading,
+                    figure=ch.figure,
+                )
+            charts.append(ch)
     subtitle = "GPUs compared: " + ", ".join(r.hardware for r in comps[0].rows)
     return render_html(
         title=title,
