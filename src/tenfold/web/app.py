@@ -132,6 +132,7 @@ def _field_range(model: type | None, loc: tuple) -> str:
         hi = getattr(m, "le", hi)
     if lo is None and hi is None:
         return ""
+
     def num(x: float | None, missing: str) -> str:
         return missing if x is None else (f"{x:g}" if isinstance(x, float) else str(x))
 
