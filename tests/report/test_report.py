@@ -85,6 +85,8 @@ def test_inference_charts():
     y_fast, y_slow = throughput_at(fast, 20.0), throughput_at(slow, 20.0)
     assert y_fast > y_slow > 0
     assert f"{y_fast / y_slow:.1f}x" in ch.reading
+    line = ch.figure["layout"]["shapes"][0]  # the target line, at the data value on the log x axis
+    assert ch.figure["layout"]["xaxis"]["type"] == "log" and line["x0"] == line["x1"] == 20.0
     # interpolation stays between the neighbouring points; None beyond the curve; the peak below it
     assert throughput_at(fast, 1e9) is None
     assert throughput_at(fast, 1e-3) == max(

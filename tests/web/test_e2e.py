@@ -71,6 +71,23 @@ def test_default_form_draws_the_comparison(server, tmp_path):
         page.locator("#section-c0_days").scroll_into_view_if_needed()
         shot = out / "e2e_compare.png"
         page.screenshot(path=str(shot), full_page=True)
+        # the serving form: the training fields hide, the answer is a serving comparison with curves
+        page.check("input[name='kind'][value='serving']")
+        assert not page.locator("#tokens").is_visible() and page.locator("#per_user").is_visible()
+        page.fill("#per_user", "50")
+        page.click("#submit")
+        page.wait_for_selector("#chart-c0_curve .main-svg", timeout=60_000)
+        caption = page.locator("#compare-table caption").inner_text()
+        assert ">= 50 tok/s/user" in caption
+        assert page.locator("#chart-c0_curve .scatterlayer .trace").count() >= 2
+        assert page.locator("#section-c0_curve .reading").inner_text().startswith("At 50 tok/s per user")
+        # the dashed target line sits between the 10 and 100 tok/s/user ticks of the log axis
+        line = page.locator("#chart-c0_curve .shapelayer path").first.bounding_box()
+        ticks = {
+            t.text_content(): t.bounding_box() for t in page.locator("#chart-c0_curve .xtick text").all()
+        }
+        assert ticks["10"]["x"] < line["x"] < ticks["100"]["x"]
+        page.screenshot(path=str(out / "e2e_serving.png"), full_page=True)
         browser.close()
     assert shot.stat().st_size > 20_000
     # nothing was fetched from anywhere but this server

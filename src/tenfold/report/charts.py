@@ -370,6 +370,7 @@ def inference_curve_chart(
                 "type": "line",
                 "xref": "x",
                 "yref": "paper",
+                # plotly.js 3+ places shapes on a log axis by data value (checked in the browser test)
                 "x0": target_per_user,
                 "x1": target_per_user,
                 "y0": 0,
@@ -388,6 +389,7 @@ def inference_curve_chart(
                 "type": "log",
                 "automargin": True,
             },
+            shapes=shapes,
         ),
     }
     return Chart(
