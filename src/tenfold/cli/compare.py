@@ -15,13 +15,14 @@ from rich.table import Table
 from tenfold.cli._perf_common import EXIT_INFEASIBLE, fail, print_json
 from tenfold.cost.compare import compare_default, compare_training
 from tenfold.cost.compare_serving import compare_serving
-from tenfold.cost.plain_html import comparison_html
 from tenfold.cost.results import Comparison, ComparisonSet
 from tenfold.cost.workloads import DEFAULT_GPUS, CostSettings, ServingWorkload, TrainingWorkload
 
 OWN_OPTION = typer.Option([], "--own", help="owner input KEY=VALUE (pue=1.3, life_years=6, ...)")
 PRICE_OPTION = typer.Option([], "--price", help="GPU:KEY=VALUE (gb200:reserved_usd_h=5.5; capex_usd, it_kW)")
-REPORT_OPTION = typer.Option(None, "--report", help="write a plain HTML report to this file")
+REPORT_OPTION = typer.Option(
+    None, "--report", help="write a self-contained HTML report (tables, charts, tornado) to this file"
+)
 SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
@@ -242,7 +243,9 @@ def compare(
     except ValueError as exc:
         raise fail(str(exc)) from exc
     if report is not None:
-        report.write_text(comparison_html(result), encoding="utf-8")
+        from tenfold.report.compare import write_comparison_report
+
+        write_comparison_report(result, report)
     if as_json:
         print_json(result.to_dict())
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tenfold.cli import claims, compare, demo, estimate, fleet, search, train, validate
+from tenfold.cli import claims, compare, demo, estimate, fleet, report, search, serve, train, validate
 
 app = typer.Typer(
     name="tenfold",
@@ -24,6 +24,8 @@ app.command(name="demo")(demo.demo)
 app.command(name="compare")(compare.compare)
 app.command(name="claims")(claims.claims)
 app.command(name="train")(train.train)
+app.command(name="report")(report.report)
+app.command(name="serve")(serve.serve)
 app.add_typer(estimate.app, name="estimate")
 app.add_typer(search.app, name="search")
 app.add_typer(validate.app, name="validate")

@@ -1,0 +1,45 @@
+"""`tenfold serve`: the web UI (FastAPI + uvicorn), on the loopback interface unless told otherwise."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+
+from tenfold.cli._perf_common import fail
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", help="interface to bind (default loopback: this machine only)"),
+    port: int = typer.Option(8000, help="TCP port"),
+    time_limit_s: float = typer.Option(30.0, "--time-limit-s", help="longest a search or comparison may run"),
+    as_json: bool = typer.Option(False, "--json", help="print the address as one JSON line, no access log"),
+) -> None:
+    """Serve the web page and JSON API: a comparison form drawing the report's charts; endpoints for
+    estimates, search, comparison and the catalogs; the OpenAPI schema at /openapi.json.
+
+    Example: tenfold serve --port 8000   (then open http://127.0.0.1:8000/)
+
+    Exit codes: 0 stopped cleanly, 2 bad input (port out of range, bad limit).
+    """
+    if not 0 < port < 65536:
+        raise fail(f"--port must be 1 to 65535, got {port}")
+    if not time_limit_s > 0:
+        raise fail(f"--time-limit-s must be > 0, got {time_limit_s}")
+    import uvicorn
+
+    from tenfold.web import create_app
+
+    url = f"http://{host}:{port}/"
+    if as_json:
+        typer.echo(json.dumps({"url": url, "host": host, "port": port, "openapi": url + "openapi.json"}))
+    else:
+        Console(stderr=True).print(f"tenfold serving on [bold]{url}[/bold] (Ctrl-C stops)")
+    uvicorn.run(
+        create_app(time_limit_s=time_limit_s),
+        host=host,
+        port=port,
+        access_log=not as_json,
+        log_level="warning",
+    )

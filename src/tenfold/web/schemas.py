@@ -1,0 +1,147 @@
+"""Request bodies of the web API: pydantic models whose bounds keep every request's work small.
+
+Names are catalog names only (an enum in the OpenAPI schema), never a file: `load_model` and
+`load_hardware` also accept a TOML path, and the web layer must never let a request name a path on the
+server. Numbers carry `ge`/`le` bounds, so a bad value gets a 422 naming the field and the allowed range.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tenfold.cost.defaults import load_cost_defaults
+from tenfold.cost.workloads import DEFAULT_GPUS
+from tenfold.perf.engines import ENGINE_NAMES
+from tenfold.perf.hardware import list_hardware
+from tenfold.perf.inference import WEIGHT_PRECISIONS
+from tenfold.perf.kvcache import KV_PRECISIONS
+from tenfold.perf.models import list_models
+from tenfold.perf.precision import PRECISIONS
+from tenfold.perf.stack import STACK_NAMES
+
+# the shipped catalogs, read from package data (no probe of this machine)
+MODEL_NAMES = tuple(list_models())
+GPU_NAMES = tuple(list_hardware())
+GRID_PRESETS = tuple(load_cost_defaults().grid)
+
+# work bounds: what one request may ask for
+MAX_GPUS = 65_536  # cluster size in one estimate or search (the largest published runs are ~32k)
+MAX_SEARCH_PLANS = 4_000_000  # layouts one search may enumerate (~4 s on one core)
+MAX_COMPARE_PLANS = 12_000_000  # layouts one training comparison may search, all GPUs together (~12 s)
+MAX_COMPARE_GPUS = 6  # GPU types in one comparison
+MAX_DEADLINE_GPUS = 4_096  # largest count a deadline comparison tries
+MAX_SEQ = 1 << 20
+MAX_BATCH = 1 << 20
+
+ModelName = Literal[MODEL_NAMES]  # type: ignore[valid-type]
+GpuName = Literal[GPU_NAMES]  # type: ignore[valid-type]
+TrainPrecision = Literal[tuple(sorted(PRECISIONS))]  # type: ignore[valid-type]
+WeightPrecision = Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
+KvPrecision = Literal[KV_PRECISIONS]  # type: ignore[valid-type]
+EngineName = Literal[ENGINE_NAMES]  # type: ignore[valid-type]
+SoftwareName = Literal[STACK_NAMES]  # type: ignore[valid-type]
+GridPreset = Literal[GRID_PRESETS]  # type: ignore[valid-type]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrainEstimateRequest(_Body):
+    """One training plan (as `tenfold estimate train`)."""
+
+    model: ModelName = "llama3-70b"
+    gpu: GpuName = "h100-sxm"
+    seq_len: int = Field(8192, ge=1, le=MAX_SEQ, description="tokens per sequence")
+    global_batch: int = Field(256, ge=1, le=MAX_BATCH, description="sequences per optimizer step")
+    tp: int = Field(4, ge=1, le=1024, description="tensor parallel")
+    pp: int = Field(8, ge=1, le=1024, description="pipeline parallel")
+    dp: int = Field(2, ge=1, le=MAX_GPUS, description="data parallel")
+    cp: int = Field(1, ge=1, le=1024, description="context parallel")
+    ep: int = Field(1, ge=1, le=1024, description="expert parallel")
+    vp: int = Field(5, ge=1, le=64, description="virtual pipeline stages")
+    micro_batch: int = Field(1, ge=1, le=1024, description="sequences per micro-batch")
+    recompute: Literal["none", "selective", "full"] = "none"
+    zero: int | None = Field(None, ge=0, le=3, description="ZeRO stage (null: the software's default)")
+    precision: TrainPrecision = "fp8"
+    software: SoftwareName = "megatron-core"
+
+    @model_validator(mode="after")
+    def _size(self) -> TrainEstimateRequest:
+        gpus = self.tp * self.pp * self.dp * self.cp
+        if gpus > MAX_GPUS:
+            raise ValueError(f"tp*pp*dp*cp = {gpus:,} GPUs; allowed: 1 to {MAX_GPUS:,}")
+        return self
+
+
+class InferEstimateRequest(_Body):
+    """One serving configuration (as `tenfold estimate infer`), optionally with its curve."""
+
+    model: ModelName = "llama3-70b"
+    gpu: GpuName = "b200"
+    input_len: int = Field(1024, ge=1, le=MAX_SEQ, description="prompt tokens per request")
+    output_len: int = Field(1024, ge=1, le=MAX_SEQ, description="generated tokens per request")
+    concurrency: int = Field(0, ge=0, le=1_000_000, description="requests in flight (0: as many as fit)")
+    tp: int = Field(1, ge=1, le=256)
+    dp: int = Field(1, ge=1, le=256)
+    ep: int = Field(1, ge=1, le=256)
+    precision: WeightPrecision = "fp8"
+    kv_precision: KvPrecision = "fp8"
+    engine: EngineName = "trtllm"
+    curve: bool = Field(True, description="also the throughput-vs-interactivity curve")
+
+
+class SearchRequest(_Body):
+    """A layout search (as `tenfold search train`); its grid size is checked before it runs."""
+
+    model: ModelName = "llama3-70b"
+    gpu: GpuName = "h100-sxm"
+    num_gpus: int = Field(64, ge=1, le=MAX_GPUS, description="GPUs in the cluster")
+    seq_len: int = Field(8192, ge=1, le=MAX_SEQ)
+    global_batch: int = Field(128, ge=1, le=MAX_BATCH)
+    precision: TrainPrecision = "bf16"
+    software: SoftwareName = "megatron-core"
+    top: int = Field(3, ge=1, le=20, description="plans returned")
+    max_vp: int = Field(8, ge=1, le=16, description="largest virtual-pipeline depth tried")
+
+
+class CompareRequest(_Body):
+    """A comparison across GPU types (as `tenfold compare`): a training run at a fixed GPU count or a
+    deadline, or a serving load with an interactivity target."""
+
+    kind: Literal["training", "serving"] = "training"
+    model: ModelName = "llama3-70b"
+    gpus: list[GpuName] = Field(
+        default_factory=lambda: list(DEFAULT_GPUS), min_length=1, max_length=MAX_COMPARE_GPUS
+    )
+    precision: TrainPrecision | None = Field(
+        None, description="one precision for all GPUs (null: best per GPU)"
+    )
+    # training
+    tokens: float = Field(1e12, ge=1e6, le=1e15, description="training tokens")
+    num_gpus: int | None = Field(1024, ge=8, le=MAX_GPUS, description="fixed GPU count (or give a deadline)")
+    deadline_days: float | None = Field(None, ge=0.01, le=3650, description="fewest GPUs finishing in time")
+    seq_len: int = Field(8192, ge=128, le=131_072)
+    global_batch: int = Field(1024, ge=1, le=65_536)
+    # serving
+    input_len: int = Field(1024, ge=1, le=131_072)
+    output_len: int = Field(1024, ge=1, le=131_072)
+    demand_tokens_per_s: float = Field(1e5, ge=1.0, le=1e9, description="aggregate output tok/s")
+    min_tokens_per_s_per_user: float = Field(20.0, ge=0.1, le=10_000.0, description="interactivity target")
+    max_ttft_s: float = Field(5.0, ge=0.01, le=600.0, description="time-to-first-token limit, s")
+    days: float = Field(30.0, ge=0.01, le=3650.0, description="days of serving to cost")
+    # money
+    rent_basis: Literal["reserved", "ondemand"] = "reserved"
+    grid: GridPreset = "us"
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> CompareRequest:
+        if len(set(self.gpus)) != len(self.gpus):
+            raise ValueError(f"gpus: each GPU at most once, got {self.gpus}")
+        if self.kind == "training" and (self.num_gpus is None) == (self.deadline_days is None):
+            raise ValueError(
+                "training: give exactly one of num_gpus (8 to 65,536) or deadline_days (0.01 to 3650)"
+            )
+        return self

@@ -1,0 +1,103 @@
+"""CLI conventions, frozen: the command list is one literal below (update it when a command is added);
+every command's --help shows an example and a --json option; exit codes 0 ok / 1 infeasible / 2 bad input
+for the commands this issue adds."""
+
+import json
+
+import typer
+from typer.testing import CliRunner
+
+from tenfold.cli.main import app
+
+runner = CliRunner()
+
+COMMANDS = [
+    "claims",
+    "compare",
+    "demo",
+    "estimate infer",
+    "estimate train",
+    "fleet plan",
+    "report",
+    "search train",
+    "serve",
+    "train",
+    "validate inference",
+    "validate training",
+]
+
+
+def leaves(cmd, prefix: str = "") -> list[str]:
+    """Full names of the leaf commands under a Typer/click group (typer may vendor its own click)."""
+    if getattr(cmd, "commands", None):
+        out = []
+        for name, sub in cmd.commands.items():
+            out.extend(leaves(sub, f"{prefix} {name}".strip()))
+        return out
+    return [prefix]
+
+
+def test_command_list_is_frozen():
+    assert sorted(leaves(typer.main.get_command(app))) == COMMANDS
+
+
+def test_every_command_has_help_with_an_example_and_json():
+    for name in COMMANDS:
+        r = runner.invoke(app, [*name.split(), "--help"], terminal_width=200)
+        assert r.exit_code == 0, (name, r.output)
+        assert "Example" in r.output, f"`tenfold {name} --help` shows no example"
+        assert "--json" in r.output, f"`tenfold {name}` has no --json"
+
+
+def write_run(folder):
+    folder.mkdir()
+    rows = [{"step": i, "loss": 3.0 - 0.1 * i} for i in range(1, 11)]
+    rows[-1]["val_loss"] = 2.1
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_report_command(tmp_path):
+    write_run(tmp_path / "bf16")
+    r = runner.invoke(app, ["report", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["runs"] == ["bf16"] and d["charts"][0]["key"] == "loss"
+    html = (tmp_path / "report.html").read_text()
+    assert html.startswith("<!doctype html>") and "Loss curves per recipe" in html
+    assert runner.invoke(app, ["report", str(tmp_path / "nope")]).exit_code == 2
+    assert (
+        runner.invoke(app, ["report", str(tmp_path / "bf16"), "--out", str(tmp_path / "r.html")]).exit_code
+        == 0
+    )
+    assert (tmp_path / "r.html").exists()
+
+
+def test_compare_writes_the_rich_report(tmp_path):
+    out = tmp_path / "cmp.html"
+    args = [
+        "compare",
+        "-m",
+        "llama3-8b",
+        "--serve",
+        "--gpus",
+        "h100-sxm,b200",
+        "--report",
+        str(out),
+        "--json",
+    ]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    html = out.read_text()
+    for title in (
+        "Job cost per GPU type",
+        "Energy per GPU type",
+        "Throughput vs interactivity",
+        "Cost tornado",
+    ):
+        assert title in html
+    assert "TENFOLD_CHARTS" in html and "<script src=" not in html
+
+
+def test_serve_bad_input():
+    assert runner.invoke(app, ["serve", "--port", "0"]).exit_code == 2
+    assert runner.invoke(app, ["serve", "--time-limit-s", "-1"]).exit_code == 2

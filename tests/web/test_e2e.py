@@ -1,0 +1,96 @@
+"""The page in a real browser: Debian's chromium driven by the Python playwright package (never a browser
+playwright downloads). The server runs on a free loopback port; the test submits the default form, waits
+for the charts, checks what they show, and saves a screenshot (to $TENFOLD_ARTEFACT_DIR when set, else
+pytest's tmp dir)."""
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from tenfold.web import create_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server():
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    t_end = time.monotonic() + 20
+    while not srv.started:
+        assert time.monotonic() < t_end, "server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_default_form_draws_the_comparison(server, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    out = Path(os.environ.get("TENFOLD_ARTEFACT_DIR") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 1800})
+        requests = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(server + "/")
+        page.wait_for_selector("#gpus input[value='gb300']")
+        assert page.locator("#status").inner_text().startswith("Ready")
+        page.click("#submit")
+        page.wait_for_selector("#chart-c0_cost .main-svg", timeout=60_000)
+        page.wait_for_selector("#chart-c0_tornado .main-svg", timeout=60_000)
+        # the side-by-side table has one row per default GPU, in order
+        cells = page.locator("#compare-table tr td:first-child").all_inner_texts()
+        assert cells == ["h100-sxm", "h200", "b200", "gb200", "gb300"]
+        # every chart is drawn with its title and reading; the cost chart has one bar per GPU and kind
+        titles = page.locator(".chart-section h2").all_inner_texts()
+        assert titles[0].startswith("Job cost per GPU type") and len(titles) == 7
+        readings = page.locator(".chart-section .reading").all_inner_texts()
+        assert readings[0].startswith("Cheapest to own:") and all(r.endswith(".") for r in readings)
+        bars = page.locator("#chart-c0_cost .point").count()
+        assert bars == 10
+        assert page.locator("#status").inner_text().startswith("Done in")
+        page.locator("#section-c0_days").scroll_into_view_if_needed()
+        shot = out / "e2e_compare.png"
+        page.screenshot(path=str(shot), full_page=True)
+        # the serving form: the training fields hide, the answer is a serving comparison with curves
+        page.check("input[name='kind'][value='serving']")
+        assert not page.locator("#tokens").is_visible() and page.locator("#per_user").is_visible()
+        page.fill("#per_user", "50")
+        page.click("#submit")
+        page.wait_for_selector("#chart-c0_curve .main-svg", timeout=60_000)
+        caption = page.locator("#compare-table caption").inner_text()
+        assert ">= 50 tok/s/user" in caption
+        assert page.locator("#chart-c0_curve .scatterlayer .trace").count() >= 2
+        assert page.locator("#section-c0_curve .reading").inner_text().startswith("At 50 tok/s per user")
+        # the dashed target line sits between the 10 and 100 tok/s/user ticks of the log axis
+        line = page.locator("#chart-c0_curve .shapelayer path").first.bounding_box()
+        ticks = {
+            t.text_content(): t.bounding_box() for t in page.locator("#chart-c0_curve .xtick text").all()
+        }
+        assert ticks["10"]["x"] < line["x"] < ticks["100"]["x"]
+        page.screenshot(path=str(out / "e2e_serving.png"), full_page=True)
+        browser.close()
+    assert shot.stat().st_size > 20_000
+    # nothing was fetched from anywhere but this server
+    assert requests and all(u.startswith(server) for u in requests), [
+        u for u in requests if not u.startswith(server)
+    ]
