@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tenfold.cli import demo, estimate, search, train, validate
+from tenfold.cli import demo, estimate, inspect, search, train, validate
 
 app = typer.Typer(
     name="tenfold",
@@ -22,6 +22,7 @@ def _root() -> None:
 
 app.command(name="demo")(demo.demo)
 app.command(name="train")(train.train)
+app.command(name="inspect")(inspect.inspect)
 app.add_typer(estimate.app, name="estimate")
 app.add_typer(search.app, name="search")
 app.add_typer(validate.app, name="validate")
