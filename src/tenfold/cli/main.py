@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tenfold.cli import demo, estimate, inspect, search, train, validate
+from tenfold.cli import demo, estimate, inspect, policy, search, train, validate
 
 app = typer.Typer(
     name="tenfold",
@@ -23,6 +23,7 @@ def _root() -> None:
 app.command(name="demo")(demo.demo)
 app.command(name="train")(train.train)
 app.command(name="inspect")(inspect.inspect)
+app.command(name="policy")(policy.policy)
 app.add_typer(estimate.app, name="estimate")
 app.add_typer(search.app, name="search")
 app.add_typer(validate.app, name="validate")
