@@ -37,7 +37,7 @@ def train(
     compile_model: bool = typer.Option(False, "--compile", help="wrap the model in torch.compile"),
     threads: int | None = typer.Option(None, help="torch CPU threads (default: torch's choice)"),
     telemetry_every: int = typer.Option(
-        25, help="record quantization telemetry every N steps into telemetry.jsonl and tb/ (0: off)"
+        100, help="record quantization telemetry every N steps into telemetry.jsonl and tb/ (0: off)"
     ),
     what_if: list[str] = typer.Option(  # noqa: B008
         [], "--what-if", help="also record telemetry as if this recipe were used (repeatable)"

@@ -47,7 +47,7 @@ from tenfold.formats.metrics import sqnr_db
 from tenfold.formats.rounding import Rounding, sr_noise
 from tenfold.formats.scheme import Family, Scaling
 
-DEFAULT_EVERY = 25
+DEFAULT_EVERY = 100
 # (gemm, side) -> the axis of the stored 2-D operand that its blocks run along (see gemm.py)
 OPERAND_AXIS = {
     ("fprop", "a"): 1,
@@ -191,6 +191,10 @@ class TelemetryConfig:
         jsonl: write `telemetry.jsonl` in the output folder.
         tensorboard: write TensorBoard event files under `tb/` in the output folder.
         keep: also keep every record in `Recorder.records` (memory grows with the run; off for long runs).
+        exact_sr: measure stochastically rounded operands (NVFP4 gradients) with the very noise training
+            drew. Off by default: regenerating the counter-based noise is most of a sample's cost, so
+            such operands are measured under round-to-nearest, the same scales, and the expected SR
+            result (SR is unbiased; its underflow is probabilistic rather than a flush).
     """
 
     every: int = DEFAULT_EVERY
@@ -199,6 +203,7 @@ class TelemetryConfig:
     jsonl: bool = True
     tensorboard: bool = True
     keep: bool = True
+    exact_sr: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.every, int) or self.every < 1:
@@ -360,6 +365,8 @@ class Recorder:
             if is_q:
                 s = getattr(module.plan, f"{gemm}_{side}")
                 if s is not None:
+                    if s.rounding == Rounding.STOCHASTIC and not self.config.exact_sr:
+                        s = s.with_options(rounding=Rounding.NEAREST)
                     scale = None
                     if s.scaling == Scaling.DELAYED:
                         i = TENSOR_INDEX[t]
