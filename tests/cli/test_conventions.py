@@ -18,6 +18,8 @@ COMMANDS = [
     "estimate infer",
     "estimate train",
     "fleet plan",
+    "inspect",
+    "policy",
     "report",
     "search train",
     "serve",

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import typer
 
-from tenfold.cli import claims, compare, demo, estimate, fleet, report, search, serve, train, validate
+from tenfold.cli import (
+    claims,
+    compare,
+    demo,
+    estimate,
+    fleet,
+    inspect,
+    policy,
+    report,
+    search,
+    serve,
+    train,
+    validate,
+)
 
 app = typer.Typer(
     name="tenfold",
@@ -26,6 +39,8 @@ app.command(name="claims")(claims.claims)
 app.command(name="train")(train.train)
 app.command(name="report")(report.report)
 app.command(name="serve")(serve.serve)
+app.command(name="inspect")(inspect.inspect)
+app.command(name="policy")(policy.policy)
 app.add_typer(estimate.app, name="estimate")
 app.add_typer(search.app, name="search")
 app.add_typer(validate.app, name="validate")

@@ -36,6 +36,12 @@ def train(
     backend: str = typer.Option("auto", help="GEMM backend: auto | emulated | native"),
     compile_model: bool = typer.Option(False, "--compile", help="wrap the model in torch.compile"),
     threads: int | None = typer.Option(None, help="torch CPU threads (default: torch's choice)"),
+    telemetry_every: int = typer.Option(
+        100, help="record quantization telemetry every N steps into telemetry.jsonl and tb/ (0: off)"
+    ),
+    what_if: list[str] = typer.Option(  # noqa: B008
+        [], "--what-if", help="also record telemetry as if this recipe were used (repeatable)"
+    ),
     out: str = typer.Option("runs", help="output folder (a subfolder per recipe)"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON (no progress bar)"),
 ) -> None:
@@ -45,6 +51,7 @@ def train(
     """
     import torch
 
+    from tenfold.engine.telemetry import Recorder
     from tenfold.train import TrainConfig, Trainer, plot_loss_curves, write_metrics
 
     try:
@@ -67,10 +74,16 @@ def train(
             if threads < 1:
                 raise ValueError(f"threads must be >= 1, got {threads}")
             torch.set_num_threads(threads)
-        trainer = Trainer(cfg)
+        if telemetry_every < 0:
+            raise ValueError(f"telemetry-every must be >= 0, got {telemetry_every}")
+        run_dir = Path(out) / recipe
+        recorder = None
+        if telemetry_every:
+            (run_dir / "telemetry.jsonl").unlink(missing_ok=True)  # a rerun replaces the old records
+            recorder = Recorder(run_dir, every=telemetry_every, what_if=tuple(what_if), keep=False)
+        trainer = Trainer(cfg, recorder=recorder)
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
-    run_dir = Path(out) / recipe
     run_dir.mkdir(parents=True, exist_ok=True)
     console = Console(stderr=True)
     with Progress(
@@ -90,6 +103,8 @@ def train(
             progress.update(task, advance=1, loss=row["loss"], tps=row["tokens_per_s"])
 
         result = trainer.run(on_step=on_step)
+    if recorder is not None:
+        recorder.close()
     write_metrics([*result.steps], run_dir / "metrics.jsonl")
     plot_loss_curves(
         {recipe: ([r["step"] for r in result.steps], [r["loss"] for r in result.steps])},
@@ -101,7 +116,11 @@ def train(
     summary = {
         **result.summary(),
         "conversion": result.conversion.to_dict(),
-        "files": {k: str(run_dir / f) for k, f in (("metrics", "metrics.jsonl"), ("plot", "loss.png"))},
+        "files": {
+            k: str(run_dir / f)
+            for k, f in (("metrics", "metrics.jsonl"), ("plot", "loss.png"), ("telemetry", "telemetry.jsonl"))
+            if k != "telemetry" or recorder is not None
+        },
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     if as_json:

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from torch import nn
 
 from tenfold.engine.backend import BACKENDS
 from tenfold.engine.linear import QuantConv1D, QuantLinear
+from tenfold.engine.policy import PrecisionPolicy
 from tenfold.engine.quant import QUANT_BACKENDS
 from tenfold.engine.recipes import Recipe
 from tenfold.engine.recipes import recipe as build_recipe
@@ -189,15 +191,22 @@ def _block_misfit(r: Recipe, in_features: int, out_features: int) -> str | None:
 
 
 def convert(
-    model: nn.Module, recipe: Recipe | str, *, policy: ConversionPolicy | None = None
+    model: nn.Module, recipe: Recipe | str | Path | PrecisionPolicy, *, policy: ConversionPolicy | None = None
 ) -> ConversionReport:
     """Swap `model`'s linear layers for QuantLinear per `recipe` and `policy`, in place.
+
+    `recipe` may also be a per-layer `PrecisionPolicy` or the path of its TOML file (`tenfold policy`
+    writes one): each listed layer gets its own format; unlisted and bf16 layers stay high precision.
 
     >>> from torch import nn
     >>> m = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64))
     >>> convert(m, "mxfp8").to_dict()["converted"]
     2
     """
+    if isinstance(recipe, Path) or (isinstance(recipe, str) and recipe.endswith(".toml")):
+        recipe = PrecisionPolicy.load(recipe)
+    if isinstance(recipe, PrecisionPolicy):
+        return _convert_per_layer(model, recipe, policy or ConversionPolicy())
     r = build_recipe(recipe) if isinstance(recipe, str) else recipe
     if not isinstance(r, Recipe):
         raise ValueError(f"recipe must be a Recipe or a recipe name, got {type(recipe).__name__}")
@@ -258,6 +267,35 @@ def convert(
     return ConversionReport(
         recipe=r.name, n_blocks=n_blocks, hp_blocks=tuple(sorted(hp)), layers=tuple(decisions)
     )
+
+
+def _convert_per_layer(model: nn.Module, pp: PrecisionPolicy, pol: ConversionPolicy) -> ConversionReport:
+    """One `convert` pass per format over exactly the layers the policy gives it, then one report."""
+    cands = _candidates(model)
+    unknown = sorted(set(pp.layers) - {n for n, _, _ in cands})
+    if unknown:
+        raise ValueError(f"policy names layers the model does not have: {unknown[:5]}")
+    done: dict[str, LayerDecision] = {}
+    for fmt in sorted({f for f in pp.layers.values() if f != "bf16"}):
+        mine = tuple(f"^{re.escape(n)}$" for n, f in pp.layers.items() if f == fmt)
+        one = replace(pol, include=mine, exclude=(), hp_first_blocks=0, hp_last_blocks=0)
+        rep = convert(model, fmt, policy=one)
+        done.update({d.name: d for d in rep.layers if pp.layers.get(d.name) == fmt})
+    decisions = []
+    for name, m, kind in cands:
+        if name in done:
+            decisions.append(done[name])
+            continue
+        w = m.weight
+        fin, fout = (w.shape[0], w.shape[1]) if kind == "Conv1D" else (m.in_features, m.out_features)
+        why = "the policy keeps it in bf16" if pp.layers.get(name) == "bf16" else "not in the policy"
+        decisions.append(
+            LayerDecision(
+                name=name, kind=kind, in_features=fin, out_features=fout, block=None, converted=False,
+                reason=why,
+            )
+        )
+    return ConversionReport(recipe="policy", n_blocks=0, hp_blocks=(), layers=tuple(decisions))
 
 
 def _replace(model: nn.Module, name: str, new: nn.Module) -> None:

@@ -23,6 +23,7 @@ from tenfold.engine import ConversionPolicy, ConversionReport, convert, recipe, 
 from tenfold.engine.backend import BACKENDS
 from tenfold.engine.quant import QUANT_BACKENDS
 from tenfold.engine.recipes import RECIPE_NAMES
+from tenfold.engine.telemetry import Recorder
 from tenfold.train.data import DEFAULT_MAX_BYTES, ByteDataset, load_corpus
 from tenfold.train.model import GPT, MODEL_SIZES, GPTConfig
 
@@ -151,7 +152,11 @@ class TrainResult:
 class Trainer:
     """Builds the model, converts it to the recipe, and trains it step by step."""
 
-    def __init__(self, config: TrainConfig, *, dataset: ByteDataset | None = None) -> None:
+    def __init__(
+        self, config: TrainConfig, *, dataset: ByteDataset | None = None, recorder: Recorder | None = None
+    ) -> None:
+        """`recorder`: an optional telemetry `Recorder`, attached to the converted model; the trainer
+        brackets every training step with its `begin_step` / `end_step` (evaluation is never sampled)."""
         self.config = config
         cfg = config.gpt_config()
         self.dataset = dataset or ByteDataset.from_bytes(load_corpus(config.data, config.max_corpus_bytes))
@@ -162,6 +167,9 @@ class Trainer:
             backend=config.backend, quant_backend=config.quant_backend, hp_last_blocks=config.hp_last_blocks
         )
         self.conversion = convert(self.model, r, policy=policy)
+        self.recorder = recorder
+        if recorder is not None:
+            recorder.attach(self.model)
         decay = [p for p in self.model.parameters() if p.ndim >= 2]
         no_decay = [p for p in self.model.parameters() if p.ndim < 2]
         self.optimizer = torch.optim.AdamW(
@@ -197,8 +205,13 @@ class Trainer:
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         t0 = time.perf_counter()
+        rec = self.recorder
+        if rec is not None:
+            rec.begin_step(self.step)
         loss = self._loss(x, y)
         loss.backward()
+        if rec is not None:
+            rec.end_step()
         gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip or math.inf)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

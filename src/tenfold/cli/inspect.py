@@ -1,0 +1,48 @@
+"""`tenfold inspect RUN_DIR`: the layers most at risk in low precision, from a run's telemetry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+
+def inspect(
+    run_dir: str = typer.Argument(..., help="a run folder written by `tenfold train` with telemetry on"),
+    top: int = typer.Option(20, help="rows to print (most at risk first); 0: all"),
+    what_if: bool = typer.Option(False, "--what-if", help="rank the what-if recipes' figures instead"),
+    heatmap: str | None = typer.Option(None, help="heat-map PNG (default: RUN_DIR/telemetry_heatmap.png)"),
+    as_json: bool = typer.Option(False, "--json", help="print the table as JSON"),
+) -> None:
+    """Rank layers by risk (clipped + underflowed fraction, then lowest SQNR) and write a heat-map.
+
+    Example: tenfold train --recipe nvfp4 --steps 200 --out runs && tenfold inspect runs/nvfp4
+    """
+    from tenfold.engine.risk import load_records, plot_heatmap, risk_table, rows_to_dicts
+
+    if top < 0:
+        raise typer.BadParameter(f"top must be >= 0, got {top}")
+    try:
+        records = load_records(run_dir)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    rows = risk_table(records, what_if=what_if)
+    png = plot_heatmap(records, heatmap or Path(run_dir) / "telemetry_heatmap.png")
+    shown = rows if top == 0 else rows[:top]
+    if as_json:
+        typer.echo(json.dumps({"rows": rows_to_dicts(shown), "heatmap": str(png), "total_rows": len(rows)}))
+        return
+    t = Table(title=f"{run_dir}: operands by risk ({len(shown)} of {len(rows)})")
+    for col in ("layer", "gemm.tensor", "recipe", "clipped max", "underflow max", "SQNR min dB", "amax"):
+        left = col in ("layer", "gemm.tensor", "recipe")
+        t.add_column(col, justify="left" if left else "right", no_wrap=True)
+    for r in shown:
+        sq = "exact" if r.sqnr_db_min is None else f"{r.sqnr_db_min:.1f}"
+        t.add_row(r.layer, f"{r.gemm}.{r.tensor}", r.recipe, f"{r.clip_frac_max:.2%}",
+                  f"{r.underflow_frac_max:.2%}", sq, f"{r.amax_last:.3g}")
+    console = Console(width=max(Console().width, 130))
+    console.print(t)
+    console.print(f"heat-map: {png}")
