@@ -210,3 +210,10 @@ def test_bad_model_and_unknown_rows_for():
     t = sensitivity(small_mlp(), mlp_batches(), candidates=("mxfp8",))
     with pytest.raises(ValueError, match="nvfp4"):
         t.rows_for("nvfp4")
+
+
+def test_the_package_exports_the_issue_api():
+    import tenfold.engine as engine
+
+    assert engine.sensitivity is sensitivity  # tenfold.engine.sensitivity(model, batches, candidates)
+    assert {"auto_policy", "PrecisionPolicy", "Recorder"} <= set(engine.__all__)

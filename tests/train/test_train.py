@@ -110,3 +110,32 @@ def test_cli_rejects_bad_input_with_exit_code_2(tmp_path):
     assert r.exit_code == 2 and "does not exist" in r.output
     r = CliRunner().invoke(app, ["train", "--help"])
     assert r.exit_code == 0 and "Example: tenfold train" in r.output
+
+
+def test_training_under_a_precision_policy_converts_each_layer_to_its_format(tmp_path):
+    from tenfold.engine import QuantLinear
+    from tenfold.engine.policy import PrecisionPolicy
+
+    layers = {"blocks.0.attn.qkv": "nvfp4", "blocks.0.mlp.fc1": "mxfp8", "blocks.1.mlp.fc2": "bf16"}
+    path = PrecisionPolicy(layers=layers).save(tmp_path / "mine.toml")
+    cfg = TrainConfig(model="tiny", seq_len=32, steps=3, batch_size=4, eval_every=0, policy=str(path))
+    assert cfg.label == "mine"
+    tr = Trainer(cfg, dataset=SMALL)
+    got = {n: m.recipe.name for n, m in tr.model.named_modules() if isinstance(m, QuantLinear)}
+    assert got == {"blocks.0.attn.qkv": "nvfp4", "blocks.0.mlp.fc1": "mxfp8"}
+    res = tr.run()
+    assert math.isfinite(res.final_val_loss)
+    assert res.summary()["recipe"] == "policy" and res.summary()["policy"] == str(path)
+    with pytest.raises(ValueError, match="not found"):
+        TrainConfig(policy=str(tmp_path / "missing.toml"))
+    data = tmp_path / "data.txt"
+    data.write_bytes(b"to be or not to be, that is the question. " * 300)
+    args = ["train", "--policy", str(path), "--model", "tiny", "--seq-len", "32", "--steps", "2"]
+    args += ["--batch-size", "4", "--data", str(data), "--out", str(tmp_path / "runs"), "--json"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["converted_layers"] == 2
+    assert (tmp_path / "runs" / "mine" / "metrics.jsonl").is_file()
+    bad = ["train", "--policy", str(tmp_path / "nope.toml"), "--out", str(tmp_path)]
+    r = CliRunner().invoke(app, bad)
+    assert r.exit_code == 2 and "not found" in " ".join(r.output.replace("│", " ").split())

@@ -21,6 +21,9 @@ SIZE_HELP = "model size: tiny, small, base"
 
 def train(
     recipe: str = typer.Option("bf16", "--recipe", "-r", help=RECIPE_HELP),
+    policy: str | None = typer.Option(
+        None, "--policy", help="per-layer precision policy TOML (from `tenfold policy`); replaces --recipe"
+    ),
     data: str | None = typer.Option(
         None, help="text file (default: the standard library's source, no download)"
     ),
@@ -48,6 +51,9 @@ def train(
     """Train a small GPT (pre-norm, SwiGLU, RoPE) on bytes with a recipe; write metrics and a loss plot.
 
     Example: tenfold train --recipe nvfp4 --steps 300 --model tiny --out runs
+
+    With --policy FILE.toml each layer the policy lists runs in its own format (nvfp4, mxfp8 or bf16);
+    the run folder is named after the file.
     """
     import torch
 
@@ -68,6 +74,7 @@ def train(
             seed=seed,
             data=data,
             backend=backend,
+            policy=policy,
             compile=compile_model,
         )
         if threads is not None:
@@ -76,7 +83,8 @@ def train(
             torch.set_num_threads(threads)
         if telemetry_every < 0:
             raise ValueError(f"telemetry-every must be >= 0, got {telemetry_every}")
-        run_dir = Path(out) / recipe
+        name = cfg.label
+        run_dir = Path(out) / name
         recorder = None
         if telemetry_every:
             (run_dir / "telemetry.jsonl").unlink(missing_ok=True)  # a rerun replaces the old records
@@ -87,7 +95,7 @@ def train(
     run_dir.mkdir(parents=True, exist_ok=True)
     console = Console(stderr=True)
     with Progress(
-        TextColumn(f"[bold]{recipe}[/]"),
+        TextColumn(f"[bold]{name}[/]"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("loss {task.fields[loss]:.4f}"),
@@ -107,10 +115,10 @@ def train(
         recorder.close()
     write_metrics([*result.steps], run_dir / "metrics.jsonl")
     plot_loss_curves(
-        {recipe: ([r["step"] for r in result.steps], [r["loss"] for r in result.steps])},
+        {name: ([r["step"] for r in result.steps], [r["loss"] for r in result.steps])},
         run_dir / "loss.png",
-        title=f"{recipe}: {cfg.model} GPT, {cfg.tokens_per_step} tokens/step",
-        val={recipe: ([e["step"] for e in result.evals], [e["val_loss"] for e in result.evals])},
+        title=f"{name}: {cfg.model} GPT, {cfg.tokens_per_step} tokens/step",
+        val={name: ([e["step"] for e in result.evals], [e["val_loss"] for e in result.evals])},
         smoothing=max(1, min(20, steps // 10)),
     )
     summary = {
@@ -126,7 +134,7 @@ def train(
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
-    table = Table(title=f"tenfold train: {recipe}")
+    table = Table(title=f"tenfold train: {name}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key in ("final_train_loss", "final_val_loss", "tokens_per_s", "wall_s"):

@@ -66,3 +66,18 @@ __all__ += [
     "quantize_for_inference",
     "spearman",
 ]
+
+# dynamic-range management (issue 4): telemetry, per-layer sensitivity, automatic precision policy
+from tenfold.engine.policy import PrecisionPolicy, auto_policy
+from tenfold.engine.sensitivity import SensitivityRow, SensitivityTable, sensitivity
+from tenfold.engine.telemetry import Recorder, TelemetryConfig
+
+__all__ += [
+    "PrecisionPolicy",
+    "Recorder",
+    "SensitivityRow",
+    "SensitivityTable",
+    "TelemetryConfig",
+    "auto_policy",
+    "sensitivity",
+]

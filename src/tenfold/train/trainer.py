@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from tenfold.engine import ConversionPolicy, ConversionReport, convert, recipe, update_scaling
 from tenfold.engine.backend import BACKENDS
+from tenfold.engine.policy import PrecisionPolicy
 from tenfold.engine.quant import QUANT_BACKENDS
 from tenfold.engine.recipes import RECIPE_NAMES
 from tenfold.engine.telemetry import Recorder
@@ -50,6 +51,8 @@ class TrainConfig:
         backend: GEMM backend of quantized layers: auto | emulated | native.
         quant_backend: how emulated operands are quantized: auto | eager | compiled | reference.
         hp_last_blocks: override the recipe's high-precision tail (None = recipe default).
+        policy: path of a per-layer precision policy TOML (`tenfold policy` writes one); when set it
+            replaces `recipe` and `hp_last_blocks`: each listed layer gets its format, the rest stay bf16.
         compile: wrap the model in torch.compile.
     """
 
@@ -75,6 +78,7 @@ class TrainConfig:
     backend: str = "auto"
     quant_backend: str = "auto"
     hp_last_blocks: int | None = None
+    policy: str | None = None
     compile: bool = False
 
     def __post_init__(self) -> None:
@@ -99,6 +103,13 @@ class TrainConfig:
                 f"quant_backend {self.quant_backend!r} is not one of: {', '.join(QUANT_BACKENDS)}"
             )
         self.gpt_config()  # validates the shape overrides
+        if self.policy is not None:
+            PrecisionPolicy.load(self.policy)  # a missing or malformed file fails here, not mid-run
+
+    @property
+    def label(self) -> str:
+        """The run's name: the recipe, or the policy file's stem."""
+        return Path(self.policy).stem if self.policy else self.recipe
 
     def gpt_config(self) -> GPTConfig:
         over = {
@@ -137,7 +148,8 @@ class TrainResult:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "recipe": self.config.recipe,
+            "recipe": self.config.recipe if self.config.policy is None else "policy",
+            "policy": self.config.policy,
             "model": asdict(self.config.gpt_config()),
             "steps": self.config.steps,
             "final_train_loss": self.steps[-1]["loss"] if self.steps else math.nan,
@@ -162,11 +174,13 @@ class Trainer:
         self.dataset = dataset or ByteDataset.from_bytes(load_corpus(config.data, config.max_corpus_bytes))
         torch.manual_seed(config.seed)
         self.model = GPT(cfg)
-        r = recipe(config.recipe, seed=config.seed)
         policy = ConversionPolicy(
             backend=config.backend, quant_backend=config.quant_backend, hp_last_blocks=config.hp_last_blocks
         )
-        self.conversion = convert(self.model, r, policy=policy)
+        target = (
+            PrecisionPolicy.load(config.policy) if config.policy else recipe(config.recipe, seed=config.seed)
+        )
+        self.conversion = convert(self.model, target, policy=policy)
         self.recorder = recorder
         if recorder is not None:
             recorder.attach(self.model)
