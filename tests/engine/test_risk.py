@@ -13,15 +13,27 @@ from tenfold.engine.risk import heatmap_grid, load_records, risk_table
 
 
 def rec(step, layer, tensor, clip, under, sqnr, what_if=False, recipe="nvfp4"):
-    return {"step": step, "layer": layer, "gemm": "fprop", "tensor": tensor, "recipe": recipe,
-            "what_if": what_if, "clip_frac": clip, "underflow_frac": under, "sqnr_db": sqnr,
-            "amax": 1.0 + step}
+    return {
+        "step": step,
+        "layer": layer,
+        "gemm": "fprop",
+        "tensor": tensor,
+        "recipe": recipe,
+        "what_if": what_if,
+        "clip_frac": clip,
+        "underflow_frac": under,
+        "sqnr_db": sqnr,
+        "amax": 1.0 + step,
+    }
 
 
 RECORDS = [
-    rec(0, "a", "x", 0.00, 0.01, 30.0), rec(10, "a", "x", 0.00, 0.02, 25.0),
-    rec(0, "b", "x", 0.05, 0.10, 18.0), rec(10, "b", "x", 0.01, 0.00, 22.0),
-    rec(0, "c", "w", 0.00, 0.00, None), rec(10, "c", "w", 0.00, 0.00, 40.0),
+    rec(0, "a", "x", 0.00, 0.01, 30.0),
+    rec(10, "a", "x", 0.00, 0.02, 25.0),
+    rec(0, "b", "x", 0.05, 0.10, 18.0),
+    rec(10, "b", "x", 0.01, 0.00, 22.0),
+    rec(0, "c", "w", 0.00, 0.00, None),
+    rec(10, "c", "w", 0.00, 0.00, 40.0),
     rec(0, "d", "x", 0.00, 0.02, 12.0),  # same lost fraction as "a", lower SQNR: ranks before it
     rec(0, "a", "x", 0.50, 0.50, 1.0, what_if=True, recipe="mxfp4"),
 ]
@@ -72,8 +84,23 @@ def test_inspect_cli_on_records(tmp_path):
 
 
 def test_inspect_a_real_run(tmp_path):
-    res = CliRunner().invoke(app, ["train", "--recipe", "nvfp4", "--model", "tiny", "--steps", "6",
-                                   "--telemetry-every", "3", "--out", str(tmp_path), "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--recipe",
+            "nvfp4",
+            "--model",
+            "tiny",
+            "--steps",
+            "6",
+            "--telemetry-every",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     recs = load_records(tmp_path / "nvfp4")
     assert sorted({r["step"] for r in recs}) == [0, 3]

@@ -129,7 +129,12 @@ def test_recorder_samples_every_n_and_does_not_change_training(tmp_path) -> None
     own = [r for r in rec.records if not r.what_if]
     assert {r.recipe for r in own} == {"nvfp4"}
     assert {(r.gemm, r.tensor) for r in own} == {
-        ("fprop", "x"), ("fprop", "w"), ("dgrad", "dy"), ("dgrad", "w"), ("wgrad", "dy"), ("wgrad", "x")
+        ("fprop", "x"),
+        ("fprop", "w"),
+        ("dgrad", "dy"),
+        ("dgrad", "w"),
+        ("wgrad", "dy"),
+        ("wgrad", "x"),
     }
     lines = read_jsonl(tmp_path / "telemetry.jsonl")
     assert len(lines) == len(rec.records)

@@ -41,8 +41,15 @@ def inspect(
         t.add_column(col, justify="left" if left else "right", no_wrap=True)
     for r in shown:
         sq = "exact" if r.sqnr_db_min is None else f"{r.sqnr_db_min:.1f}"
-        t.add_row(r.layer, f"{r.gemm}.{r.tensor}", r.recipe, f"{r.clip_frac_max:.2%}",
-                  f"{r.underflow_frac_max:.2%}", sq, f"{r.amax_last:.3g}")
+        t.add_row(
+            r.layer,
+            f"{r.gemm}.{r.tensor}",
+            r.recipe,
+            f"{r.clip_frac_max:.2%}",
+            f"{r.underflow_frac_max:.2%}",
+            sq,
+            f"{r.amax_last:.3g}",
+        )
     console = Console(width=max(Console().width, 130))
     console.print(t)
     console.print(f"heat-map: {png}")

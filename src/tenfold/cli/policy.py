@@ -28,8 +28,13 @@ def policy(
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
     if as_json:
-        out = {"layers": pp.layers, "meta": pp.meta, "gpu": gpu, "expected_gemm_speedup": speedup,
-               "fp4_flop_fraction": frac}
+        out = {
+            "layers": pp.layers,
+            "meta": pp.meta,
+            "gpu": gpu,
+            "expected_gemm_speedup": speedup,
+            "fp4_flop_fraction": frac,
+        }
         typer.echo(json.dumps(out))
         return
     t = Table(title=f"{path}: precision per layer")
@@ -44,5 +49,6 @@ def policy(
     c.print(", ".join(f"{k}: {v} layers" for k, v in sorted(counts.items())))
     if speedup is not None:
         basis = gpu or "the FLOP x bits proxy"
-        c.print(f"FP4 share of GEMM FLOPs {frac:.1%}; expected GEMM speedup vs bf16 on {basis}: "
-                f"{speedup:.2f}x")
+        c.print(
+            f"FP4 share of GEMM FLOPs {frac:.1%}; expected GEMM speedup vs bf16 on {basis}: {speedup:.2f}x"
+        )

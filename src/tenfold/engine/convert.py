@@ -291,7 +291,12 @@ def _convert_per_layer(model: nn.Module, pp: PrecisionPolicy, pol: ConversionPol
         why = "the policy keeps it in bf16" if pp.layers.get(name) == "bf16" else "not in the policy"
         decisions.append(
             LayerDecision(
-                name=name, kind=kind, in_features=fin, out_features=fout, block=None, converted=False,
+                name=name,
+                kind=kind,
+                in_features=fin,
+                out_features=fout,
+                block=None,
+                converted=False,
                 reason=why,
             )
         )

@@ -169,9 +169,7 @@ def operand_stats(
             zero_frac=(numel - int(nonzero.sum())) / numel if numel else 0.0,
             sqnr_db=None if math.isinf(sq) and sq > 0 else sq,
             scale_kind=kind,
-            scale_hist=tuple(
-                (float(a), int(c)) for a, c in zip(vals.tolist(), counts.tolist(), strict=True)
-            ),
+            scale_hist=tuple((float(a), int(c)) for a, c in zip(vals.tolist(), counts.tolist(), strict=True)),
             scale_min=float(dec1.min()),
             scale_max=float(dec1.max()),
             blocks=n_blocks,
