@@ -111,3 +111,37 @@ def test_policy_cli(tmp_path):
     res = CliRunner().invoke(app, ["policy", str(path)])
     assert res.exit_code == 0 and "expected GEMM speedup" in res.output
     assert CliRunner().invoke(app, ["policy", str(tmp_path / "nope.toml")]).exit_code == 2
+
+
+def test_fraction_budget_is_the_exact_least_loss_cover():
+    # the reference GPT's shape: per block qkv 3, proj 1, fc1 6, fc2 3 units of FLOPs; 4 blocks
+    shape = {"qkv": 3.0, "proj": 1.0, "fc1": 6.0, "fc2": 3.0}
+    flops = {f"{b}.{k}": v * 98304.0 for b in range(4) for k, v in shape.items()}
+    names = sorted(flops)
+    total = sum(flops.values())
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(3):
+        deltas = {n: {"nvfp4": float(torch.rand(1, generator=gen)) * 1e-3, "mxfp8": 0.0} for n in flops}
+        for target in (0.25, 0.5, 0.75):
+            p = auto_policy(deltas, flops, fp4_flop_fraction=target, mxfp8_tolerance=-1.0)
+            fp4 = {n for n, f in p.layers.items() if f == "nvfp4"}
+            assert p.fp4_flop_fraction(flops) >= target - 1e-12
+            cost = sum(deltas[n]["nvfp4"] for n in fp4)
+            best = min(  # exhaustive over all 2^16 subsets
+                sum(deltas[n]["nvfp4"] for k, n in enumerate(names) if m >> k & 1)
+                for m in range(1 << len(names))
+                if sum(flops[n] for k, n in enumerate(names) if m >> k & 1) >= target * total - 1e-6
+            )
+            assert cost == pytest.approx(best, rel=1e-12, abs=1e-15), (trial, target)
+    # the greedy order (increase per FLOP) would take a large last layer and overshoot 50 % by 8 units
+    deltas = {n: {"nvfp4": 1e-4 * flops[n] / 98304.0, "mxfp8": 0.0} for n in flops}  # same cost per FLOP
+    deltas["0.fc1"]["nvfp4"] = 1e-9
+    p = auto_policy(deltas, flops, fp4_flop_fraction=0.5, mxfp8_tolerance=-1.0)
+    assert p.fp4_flop_fraction(flops) == pytest.approx(0.5)  # among equally good covers, the smallest
+
+
+def test_fraction_budget_falls_back_to_greedy_for_non_integral_flops():
+    flops = {"a": 0.5, "b": 1.25, "c": 2.0}
+    deltas = {n: {"nvfp4": d, "mxfp8": 0.0} for n, d in zip(flops, (0.1, 0.2, 0.01), strict=True)}
+    p = auto_policy(deltas, flops, fp4_flop_fraction=0.5, mxfp8_tolerance=-1.0)
+    assert p.layers == {"a": "bf16", "b": "bf16", "c": "nvfp4"}

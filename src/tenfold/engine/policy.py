@@ -7,9 +7,10 @@ alone runs in a format; `tenfold.engine.sensitivity` measures it) and each layer
 - ``max_loss_increase``: the per-layer increases are summed (a first-order, additive estimate) and
   must stay within the budget; greedy by time saved per unit of loss increase, a standard heuristic for
   this multiple-choice knapsack, which is exact when increases are small and independent.
-- ``fp4_flop_fraction``: the share of GEMM FLOPs that must run in NVFP4; the layers with the smallest
-  NVFP4 loss increase per FLOP take it, the rest run in MXFP8 (or BF16 where MXFP8 itself costs more
-  than ``mxfp8_tolerance``).
+- ``fp4_flop_fraction``: the share of GEMM FLOPs that must run in NVFP4, given to the set of layers
+  that covers it at the smallest summed loss increase (an exact covering knapsack, so that a large
+  last layer does not overshoot the target as a greedy choice would); the rest run in MXFP8 (or BF16
+  where MXFP8 itself costs more than ``mxfp8_tolerance``).
 
 GEMM time per format: FLOPs / dense peak of that precision on a chosen GPU from the tenfold.perf catalog
 (nvfp4 → fp4, mxfp8 → fp8, bf16); without a GPU, a FLOP × bits proxy (16, 8.25 and 4.5 bits per element:
@@ -19,6 +20,7 @@ accepts in place of a recipe name.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,16 +166,77 @@ def linear_flops(model: Any, tokens: int = 1) -> dict[str, float]:
 
 
 def _by_fraction(deltas, flops, target, tol) -> dict[str, str]:
+    """NVFP4 for a set of layers covering `target` of the FLOPs at the least added loss, the rest in
+    MXFP8 (within `tol`) or bf16. A layer's weight is its NVFP4 increase minus that of its fallback."""
     total = sum(flops.values())
-    order = sorted(flops, key=lambda n: (max(deltas[n]["nvfp4"], 0.0) / flops[n], n))
-    out, done = {}, 0.0
-    for n in order:
-        if done < target * total - 1e-9:
-            out[n] = "nvfp4"
-            done += flops[n]
-        else:
-            out[n] = "mxfp8" if deltas[n]["mxfp8"] <= tol else "bf16"
-    return {n: out[n] for n in flops}
+    need = target * total - 1e-9 * total
+    rest = {n: ("mxfp8" if deltas[n]["mxfp8"] <= tol else "bf16") for n in flops}
+    w = {
+        n: max(deltas[n]["nvfp4"], 0.0) - (max(deltas[n]["mxfp8"], 0.0) if rest[n] == "mxfp8" else 0.0)
+        for n in flops
+    }
+    chosen = _cover(w, flops, need)
+    return {n: "nvfp4" if n in chosen else rest[n] for n in flops}
+
+
+def _cover(w: dict[str, float], flops: dict[str, float], need: float) -> set[str]:
+    """The set of layers with FLOPs >= need and the least total weight (a covering 0/1 knapsack).
+
+    Exact by dynamic programming over FLOPs in units of their greatest common divisor (layer FLOPs are
+    integers, and a model's linear shapes share large factors); among equally light sets the one with
+    the fewest FLOPs, so that the target is not overshot for nothing. Falls back to greedy by weight
+    per FLOP when the units are too many (> 2e6) for the table."""
+    import numpy as np
+
+    names = sorted(flops)
+    units = _units([flops[n] for n in names])
+    if units is None:
+        return _greedy_cover(w, flops, need)
+    u, unit = units
+    total = int(sum(u))
+    need_u = max(0, min(total, math.ceil(need / unit - 1e-9)))
+    dp = np.full(total + 1, np.inf)
+    dp[0] = 0.0
+    take = np.zeros((len(names), total + 1), dtype=bool)
+    for k, n in enumerate(names):
+        shifted = np.full(total + 1, np.inf)
+        shifted[u[k] :] = dp[: total + 1 - u[k]] + w[n]
+        better = shifted < dp - 1e-15
+        take[k] = better
+        dp = np.where(better, shifted, dp)
+    c = need_u + int(np.argmin(dp[need_u:]))  # argmin returns the first, i.e. the fewest FLOPs
+    chosen = set()
+    for k in range(len(names) - 1, -1, -1):
+        if take[k, c]:
+            chosen.add(names[k])
+            c -= u[k]
+    return chosen
+
+
+def _units(values: list[float], limit: int = 2_000_000) -> tuple[list[int], float] | None:
+    """Integer multiples of a common unit (the gcd of integral values); None if not integral or too fine."""
+    if any(v < 0 or v != int(v) for v in values):
+        return None
+    g = 0
+    for v in values:
+        g = math.gcd(g, int(v))
+    if g == 0:
+        return None
+    u = [int(v) // g for v in values]
+    if sum(u) > limit or len(values) * sum(u) > 50 * limit:
+        return None
+    return u, float(g)
+
+
+def _greedy_cover(w: dict[str, float], flops: dict[str, float], need: float) -> set[str]:
+    chosen: set[str] = set()
+    covered = 0.0
+    for n in sorted(flops, key=lambda n: (w[n] / flops[n] if flops[n] else 0.0, n)):
+        if covered >= need:
+            break
+        chosen.add(n)
+        covered += flops[n]
+    return chosen
 
 
 def _by_loss(deltas, cost, budget) -> dict[str, str]:
