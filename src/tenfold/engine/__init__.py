@@ -18,33 +18,7 @@ from tenfold.engine.backend import BACKENDS, BackendChoice, select_backend
 from tenfold.engine.convert import ConversionPolicy, ConversionReport, LayerDecision, convert
 from tenfold.engine.gemm import GemmPlan, QuantizedLinearFunction, quantized_linear_reference
 from tenfold.engine.linear import QuantConv1D, QuantLinear
-from tenfold.engine.recipes import RECIPE_NAMES, GemmQuant, Recipe, recipe, register
-from tenfold.engine.scaling import quantized_layers, reduce_amax, update_scaling
-
-__all__ = [
-    "BACKENDS",
-    "RECIPE_NAMES",
-    "BackendChoice",
-    "ConversionPolicy",
-    "ConversionReport",
-    "GemmPlan",
-    "GemmQuant",
-    "LayerDecision",
-    "QuantConv1D",
-    "QuantLinear",
-    "QuantizedLinearFunction",
-    "Recipe",
-    "convert",
-    "quantized_layers",
-    "quantized_linear_reference",
-    "recipe",
-    "reduce_amax",
-    "register",
-    "select_backend",
-    "update_scaling",
-]
-
-# post-training quantization for inference (issue 6)
+from tenfold.engine.policy import PrecisionPolicy, auto_policy
 from tenfold.engine.ptq import (
     PTQ_SCHEMES,
     InferenceLinear,
@@ -54,30 +28,46 @@ from tenfold.engine.ptq import (
     quantize_for_inference,
 )
 from tenfold.engine.ptq_metrics import EmbeddingAgreement, embedding_agreement, spearman
-
-__all__ += [
-    "PTQ_SCHEMES",
-    "EmbeddingAgreement",
-    "InferenceLinear",
-    "KeptModule",
-    "PTQLayer",
-    "PTQReport",
-    "embedding_agreement",
-    "quantize_for_inference",
-    "spearman",
-]
-
-# dynamic-range management (issue 4): telemetry, per-layer sensitivity, automatic precision policy
-from tenfold.engine.policy import PrecisionPolicy, auto_policy
+from tenfold.engine.recipes import RECIPE_NAMES, GemmQuant, Recipe, recipe, register
+from tenfold.engine.scaling import quantized_layers, reduce_amax, update_scaling
 from tenfold.engine.sensitivity import SensitivityRow, SensitivityTable, sensitivity
 from tenfold.engine.telemetry import Recorder, TelemetryConfig
 
-__all__ += [
+__all__ = [
+    "BACKENDS",
+    "PTQ_SCHEMES",
+    "RECIPE_NAMES",
+    "BackendChoice",
+    "ConversionPolicy",
+    "ConversionReport",
+    "EmbeddingAgreement",
+    "GemmPlan",
+    "GemmQuant",
+    "InferenceLinear",
+    "KeptModule",
+    "LayerDecision",
+    "PTQLayer",
+    "PTQReport",
     "PrecisionPolicy",
+    "QuantConv1D",
+    "QuantLinear",
+    "QuantizedLinearFunction",
+    "Recipe",
     "Recorder",
     "SensitivityRow",
     "SensitivityTable",
     "TelemetryConfig",
     "auto_policy",
+    "convert",
+    "embedding_agreement",
+    "quantize_for_inference",
+    "quantized_layers",
+    "quantized_linear_reference",
+    "recipe",
+    "reduce_amax",
+    "register",
+    "select_backend",
     "sensitivity",
+    "spearman",
+    "update_scaling",
 ]
