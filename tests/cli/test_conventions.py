@@ -22,6 +22,7 @@ COMMANDS = [
     "policy",
     "report",
     "search train",
+    "sensitivity",
     "serve",
     "train",
     "validate inference",

@@ -14,6 +14,7 @@ from tenfold.cli import (
     policy,
     report,
     search,
+    sensitivity,
     serve,
     train,
     validate,
@@ -41,6 +42,7 @@ app.command(name="report")(report.report)
 app.command(name="serve")(serve.serve)
 app.command(name="inspect")(inspect.inspect)
 app.command(name="policy")(policy.policy)
+app.command(name="sensitivity")(sensitivity.sensitivity)
 app.add_typer(estimate.app, name="estimate")
 app.add_typer(search.app, name="search")
 app.add_typer(validate.app, name="validate")

@@ -114,6 +114,7 @@ def train(
     if recorder is not None:
         recorder.close()
     write_metrics([*result.steps], run_dir / "metrics.jsonl")
+    trainer.save_weights(run_dir / "weights.pt")
     plot_loss_curves(
         {name: ([r["step"] for r in result.steps], [r["loss"] for r in result.steps])},
         run_dir / "loss.png",
@@ -126,7 +127,12 @@ def train(
         "conversion": result.conversion.to_dict(),
         "files": {
             k: str(run_dir / f)
-            for k, f in (("metrics", "metrics.jsonl"), ("plot", "loss.png"), ("telemetry", "telemetry.jsonl"))
+            for k, f in (
+                ("metrics", "metrics.jsonl"),
+                ("plot", "loss.png"),
+                ("weights", "weights.pt"),
+                ("telemetry", "telemetry.jsonl"),
+            )
             if k != "telemetry" or recorder is not None
         },
     }

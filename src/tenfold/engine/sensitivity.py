@@ -106,6 +106,13 @@ class SensitivityTable:
             )
         return tuple(r for r in self.rows if r.candidate == candidate)
 
+    def deltas(self) -> dict[str, dict[str, float]]:
+        """Loss increase per layer per candidate, the input `auto_policy` takes."""
+        out: dict[str, dict[str, float]] = {}
+        for r in self.rows:
+            out.setdefault(r.layer, {})[r.candidate] = r.delta
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "base_loss": self.base_loss,
@@ -229,12 +236,14 @@ def sensitivity(
     *,
     loss_fn: LossFn | None = None,
     policy: ConversionPolicy | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SensitivityTable:
     """Quantize each eligible linear layer of `model` alone with each candidate recipe and rank the
     layers by the loss increase on `batches` ((inputs, targets) pairs; `model(inputs)` returns logits).
 
     `loss_fn(outputs, targets)` defaults to the reference trainer's cross-entropy. The model is left as
-    it was (its modules, parameters and train/eval mode).
+    it was (its modules, parameters and train/eval mode). `progress(done, total)` is called after each
+    (layer, candidate) measurement, e.g. to advance a progress bar.
 
     >>> from torch import nn
     >>> m = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 32))
@@ -249,6 +258,8 @@ def sensitivity(
     items = _batches(batches)
     if loss_fn is not None and not callable(loss_fn):
         raise ValueError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+    if progress is not None and not callable(progress):
+        raise ValueError(f"progress must be callable, got {type(progress).__name__}")
     if policy is not None and not isinstance(policy, ConversionPolicy):
         raise ValueError(f"policy must be a ConversionPolicy, got {type(policy).__name__}")
     lf = loss_fn or cross_entropy_loss
@@ -278,7 +289,7 @@ def sensitivity(
             if not math.isfinite(base_loss):
                 raise ValueError(f"the unquantized model's loss is not finite ({base_loss}) on these batches")
             rows = []
-            for name, c in plan:
+            for done, (name, c) in enumerate(plan, start=1):
                 one = replace(
                     pol, include=(f"^{re.escape(name)}$",), exclude=(), hp_first_blocks=0, hp_last_blocks=0
                 )
@@ -306,6 +317,8 @@ def sensitivity(
                         gemm_flops_share=flops.get(name, 0.0) / total_flops if total_flops else 0.0,
                     )
                 )
+                if progress is not None:
+                    progress(done, len(plan))
     finally:
         model.train(was_training)
     order = {c: i for i, c in enumerate(cands)}

@@ -4,7 +4,7 @@ low-precision recipe, on a text file or on an embedded corpus (the Python standa
 from tenfold.train.data import ByteDataset, load_corpus, stdlib_corpus
 from tenfold.train.model import GPT, MODEL_SIZES, GPTConfig
 from tenfold.train.plot import plot_loss_curves
-from tenfold.train.trainer import TrainConfig, Trainer, TrainResult, write_metrics
+from tenfold.train.trainer import TrainConfig, Trainer, TrainResult, load_trained, write_metrics
 
 __all__ = [
     "GPT",
@@ -15,6 +15,7 @@ __all__ = [
     "TrainResult",
     "Trainer",
     "load_corpus",
+    "load_trained",
     "plot_loss_curves",
     "stdlib_corpus",
     "write_metrics",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -252,6 +253,15 @@ class Trainer:
         self.model.train()
         return sum(losses) / len(losses)
 
+    def save_weights(self, path: str | Path) -> Path:
+        """The trained parameters (named as in a plain GPT) and the configuration, for `load_trained`.
+
+        Smaller than `state_dict()` (no optimizer, no quantization buffers): what analysis needs."""
+        p = Path(path)
+        weights = {n: t.detach().cpu() for n, t in self.model.named_parameters()}
+        torch.save({"config": asdict(self.config), "weights": weights}, p)
+        return p
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "model": self.model.state_dict(),
@@ -298,6 +308,36 @@ class Trainer:
             wall_s=time.perf_counter() - t0,
             conversion=self.conversion,
         )
+
+
+WEIGHTS_NAME = "weights.pt"
+
+
+def load_trained(path: str | Path) -> tuple[TrainConfig, GPT]:
+    """The configuration and a plain, unconverted GPT with the weights `Trainer.save_weights` wrote.
+
+    `path` is the file or a run folder holding `weights.pt` (`tenfold train` writes one)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / WEIGHTS_NAME
+    if not p.is_file():
+        raise ValueError(f"{p} not found: train with `tenfold train` first (it saves {WEIGHTS_NAME})")
+    try:
+        blob = torch.load(p, map_location="cpu", weights_only=True)
+        cfg = TrainConfig(**blob["config"])
+        weights = blob["weights"]
+    except (RuntimeError, KeyError, TypeError, EOFError, pickle.UnpicklingError) as err:
+        why = (str(err).splitlines() or [type(err).__name__])[0][:120]
+        raise ValueError(f"{p}: not a tenfold weights file ({why})") from None
+    model = GPT(cfg.gpt_config())
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    params = {n for n, _ in model.named_parameters()}
+    if unexpected or params & set(missing):
+        raise ValueError(
+            f"{p}: weights do not fit the model (missing {sorted(params & set(missing))[:3]}, "
+            f"unexpected {sorted(unexpected)[:3]})"
+        )
+    return cfg, model
 
 
 def write_metrics(rows: list[dict[str, Any]] | tuple[dict[str, Any], ...], path: str | Path) -> None:

@@ -1,0 +1,127 @@
+"""`tenfold sensitivity RUN_DIR`: rank a trained run's layers by what each format costs; write a policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+CALIB_OFFSET = 1_000_000  # training-split batch indices far beyond any run's steps: batches it never saw
+
+
+def sensitivity(
+    run_dir: str = typer.Argument(..., help="a run folder written by `tenfold train` (holds weights.pt)"),
+    candidates: str = typer.Option("nvfp4,mxfp8", help="comma-separated candidate recipes"),
+    batches: int = typer.Option(16, help="held-out training-split batches to evaluate on"),
+    top: int = typer.Option(20, help="rows to print (most sensitive first); 0: all"),
+    fp4_fraction: float | None = typer.Option(
+        None, help="write a policy with at least this share of GEMM FLOPs in NVFP4 (0..1)"
+    ),
+    max_loss_increase: float | None = typer.Option(
+        None, help="write a policy whose summed loss increase stays within this (nats)"
+    ),
+    gpu: str | None = typer.Option(
+        None, help="catalog GPU for the policy's cost model (default: bits proxy)"
+    ),
+    policy_out: str | None = typer.Option(None, help="policy TOML path (default: RUN_DIR/policy.toml)"),
+    as_json: bool = typer.Option(False, "--json", help="print the table (and policy) as JSON"),
+) -> None:
+    """Quantize one layer at a time per candidate format and rank the layers by the loss increase.
+
+    With --fp4-fraction or --max-loss-increase it also chooses a format per layer and writes the
+    policy, which `tenfold train --policy` and `convert()` accept.
+
+    Example: tenfold train --steps 300 --out runs && tenfold sensitivity runs/bf16 --fp4-fraction 0.75
+    """
+    import torch
+
+    from tenfold.engine.policy import auto_policy, linear_flops
+    from tenfold.engine.sensitivity import sensitivity as measure
+    from tenfold.train import ByteDataset, load_corpus, load_trained
+
+    names = tuple(c.strip() for c in candidates.split(",") if c.strip())
+    try:
+        if batches < 1:
+            raise ValueError(f"batches must be >= 1, got {batches}")
+        if top < 0:
+            raise ValueError(f"top must be >= 0, got {top}")
+        if fp4_fraction is not None and max_loss_increase is not None:
+            raise ValueError("give at most one of --fp4-fraction and --max-loss-increase")
+        want_policy = fp4_fraction is not None or max_loss_increase is not None
+        if want_policy and not {"nvfp4", "mxfp8"} <= set(names):
+            raise ValueError("a policy needs both nvfp4 and mxfp8 among --candidates")
+        if gpu is not None:
+            from tenfold.perf import load_hardware
+
+            load_hardware(gpu)
+        cfg, model = load_trained(run_dir)
+        data = ByteDataset.from_bytes(load_corpus(cfg.data, cfg.max_corpus_bytes))
+        seq = cfg.gpt_config().seq_len
+        items = [data.batch("train", CALIB_OFFSET + i, cfg.batch_size, seq, cfg.seed) for i in range(batches)]
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("[bold]sensitivity[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=as_json,
+    ) as progress:
+        task = progress.add_task("layers", total=None)
+
+        def step(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            with torch.no_grad():
+                table = measure(model, items, candidates=names, progress=step)
+        except ValueError as err:
+            raise typer.BadParameter(str(err)) from None
+
+    pol = None
+    path = None
+    if want_policy:
+        deltas = table.deltas()
+        flops_all = linear_flops(model, tokens=cfg.tokens_per_step)
+        flops = {n: flops_all[n] for n in deltas}
+        try:
+            pol = auto_policy(
+                deltas, flops, fp4_flop_fraction=fp4_fraction, max_loss_increase=max_loss_increase, gpu=gpu
+            )
+        except ValueError as err:
+            raise typer.BadParameter(str(err)) from None
+        path = pol.save(policy_out or Path(run_dir) / "policy.toml")
+
+    if as_json:
+        out = {"run": str(run_dir), **table.to_dict()}
+        if top:
+            out["rows"] = out["rows"][:top]
+        if pol is not None:
+            out["policy"] = {"path": str(path), "layers": pol.layers, "meta": pol.meta}
+        typer.echo(json.dumps(out))
+        return
+    shown = table.cells(top or None)
+    t = Table(title=f"{run_dir}: layers by loss increase ({len(shown)} of {len(table.rows)} rows)")
+    for col in ("#", "layer", "format", "loss", "delta", "rel.", "output SQNR dB", "GEMM FLOPs"):
+        t.add_column(col, justify="left" if col in ("layer", "format") else "right", no_wrap=True)
+    for cells in shown:
+        t.add_row(*cells)
+    out_console = Console(width=max(Console().width, 110))
+    out_console.print(t)
+    out_console.print(
+        f"base loss {table.base_loss:.5f} over {table.n_batches} batches of {cfg.tokens_per_step} tokens"
+    )
+    if pol is not None:
+        m = pol.meta
+        out_console.print(
+            f"policy: {path} (FP4 share {m['fp4_flop_fraction_reached']:.1%}, expected GEMM speedup "
+            f"vs bf16 {m['expected_gemm_speedup_vs_bf16']:.2f}x, estimated loss increase "
+            f"{m['estimated_loss_increase']:+.5f}); train under it: tenfold train --policy {path}"
+        )
