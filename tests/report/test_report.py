@@ -73,6 +73,16 @@ def test_search_charts_match_the_estimates(search):
     assert f"{search.top[-1].step_time_s:.2f} s" in step.reading
 
 
+def test_log_ticks_step_1_2_5_and_label_in_full():
+    from tenfold.report.charts import log_ticks
+
+    t = log_ticks([1.5, 130.0])
+    assert t["tickvals"] == [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0]
+    assert t["ticktext"] == ["1", "2", "5", "10", "20", "50", "100", "200"]
+    assert log_ticks([900.0, 4000.0])["ticktext"] == ["500", "1k", "2k", "5k", "10k"]
+    assert log_ticks([]) == {} and log_ticks([0.0]) == {}
+
+
 def test_inference_charts():
     kw = dict(input_len=1024, output_len=1024)
     e = estimate_inference("llama3-70b", "b200", Deployment(tp=2), precision="nvfp4", **kw)
@@ -87,6 +97,11 @@ def test_inference_charts():
     assert f"{y_fast / y_slow:.1f}x" in ch.reading
     line = ch.figure["layout"]["shapes"][0]  # the target line, at the data value on the log x axis
     assert ch.figure["layout"]["xaxis"]["type"] == "log" and line["x0"] == line["x1"] == 20.0
+    # the log axis is labelled in full at 1-2-5 steps (plotly's default labels 20 as a bare "2")
+    xaxis = ch.figure["layout"]["xaxis"]
+    xs = [x for tr in ch.figure["data"] for x in tr["x"]]
+    assert "20" in xaxis["ticktext"] and len(xaxis["tickvals"]) == len(xaxis["ticktext"])
+    assert min(xaxis["tickvals"]) <= min(xs) and max(xaxis["tickvals"]) >= max(xs)
     # interpolation stays between the neighbouring points; None beyond the curve; the peak below it
     assert throughput_at(fast, 1e9) is None
     assert throughput_at(fast, 1e-3) == max(

@@ -303,6 +303,25 @@ def throughput_at(curve: InferenceCurve, per_user: float) -> float | None:
     raise AssertionError("unreachable: per_user lies within the sorted points")
 
 
+def log_ticks(values: list[float]) -> dict[str, list]:
+    """Ticks at 1-2-5 steps over the values' range, labelled in full ("20", "200", "2k"): plotly's own
+    log ticks label the in-between decades with a bare first digit, which reads as 2 where 20 is meant."""
+    pos = [float(v) for v in values if v is not None and v > 0]
+    if not pos:
+        return {}
+    lo, hi = math.floor(math.log10(min(pos))), math.ceil(math.log10(max(pos)))
+    ticks = [m * 10.0**e for e in range(lo, hi + 1) for m in (1, 2, 5)]
+    ticks = [t for t in ticks if min(pos) / 2.5 <= t <= max(pos) * 2.5]
+    return {"tickvals": ticks, "ticktext": [_short(t) for t in ticks]}
+
+
+def _short(v: float) -> str:
+    for div, suffix in ((1e6, "M"), (1e3, "k")):
+        if v >= div:
+            return f"{v / div:g}{suffix}"
+    return f"{v:g}"
+
+
 def inference_curve_chart(
     curves: Sequence[InferenceCurve],
     labels: Sequence[str] | None = None,
@@ -388,6 +407,7 @@ def inference_curve_chart(
                 "title": {"text": "output tokens/s per user (interactivity)"},
                 "type": "log",
                 "automargin": True,
+                **log_ticks([x for tr in data for x in tr.get("x", [])]),
             },
             shapes=shapes,
         ),

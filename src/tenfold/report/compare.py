@@ -141,9 +141,12 @@ def days_chart(c: Comparison, key: str) -> Chart:
             f"{slow.days / fast.days:.1f}x sooner than {slow.hardware} ({slow.days:,.1f} days)."
         )
         title, y_title = "Days to train per GPU type (wall-clock days)", "days"
+        hover = text
     else:
         ys = [r.num_gpus for r in rows]
-        text = [f"{r.instances:,} instances of {r.plan}" for r in rows]
+        # the bar shows the layout ("TP2 x 31"), the hover the whole plan with its concurrency
+        text = [r.plan.split(" at ")[0] for r in rows]
+        hover = [f"{r.instances:,} instances: {r.plan}" for r in rows]
         few = min(rows, key=lambda r: r.num_gpus)
         many = max(rows, key=lambda r: r.num_gpus)
         reading = (
@@ -158,8 +161,10 @@ def days_chart(c: Comparison, key: str) -> Chart:
             "x": xs,
             "y": ys,
             "text": text,
+            "customdata": hover,
+            "textangle": 0,
             "marker": {"color": "#5aa6a0"},
-            "hovertemplate": "%{x}: %{y:,.1f} " + y_title + "<br>%{text}<extra></extra>",
+            "hovertemplate": "%{x}: %{y:,.1f} " + y_title + "<br>%{customdata}<extra></extra>",
         }
     ]
     fig = {"data": data, "layout": layout(title, "GPU", y_title, showlegend=False)}
