@@ -27,22 +27,10 @@ from pathlib import Path
 
 import torch
 
+from _reference import FINAL_EVAL_BATCHES, MODEL, add_training_args, data_path
 from tenfold.engine import RECIPE_NAMES
 from tenfold.train import ByteDataset, TrainConfig, Trainer, load_corpus
 from tenfold.train.plot import smooth
-
-SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
-MODEL = {"model": "small", "n_layers": 4, "d_model": 128, "n_heads": 4, "d_ff": 384, "seq_len": 128}
-FINAL_EVAL_BATCHES = 48
-
-
-def data_path(arg: str | None) -> Path | None:
-    if arg:
-        return Path(arg)
-    for p in (SHAKESPEARE, Path("/work/shared/data/tinyshakespeare.txt")):
-        if p.is_file():
-            return p
-    return None
 
 
 def run_one(name: str, seed: int, data: ByteDataset, args: argparse.Namespace) -> dict:
@@ -109,15 +97,10 @@ def plot(results: list[dict], path: Path, title: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=500)
-    ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--warmup", type=int, default=50)
-    ap.add_argument("--eval-every", type=int, default=100)
+    add_training_args(ap)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--recipes", default=",".join(RECIPE_NAMES))
     ap.add_argument("--no-control", action="store_true", help="skip the second-seed bf16 run")
-    ap.add_argument("--data", default=None, help="text file (default: tinyshakespeare, else stdlib source)")
     ap.add_argument(
         "--threads", type=int, default=1, help="torch threads (1: robust when another process shares the CPU)"
     )

@@ -139,3 +139,14 @@ def test_training_under_a_precision_policy_converts_each_layer_to_its_format(tmp
     bad = ["train", "--policy", str(tmp_path / "nope.toml"), "--out", str(tmp_path)]
     r = CliRunner().invoke(app, bad)
     assert r.exit_code == 2 and "not found" in " ".join(r.output.replace("│", " ").split())
+
+
+def test_calibration_batches_are_training_text_no_run_trains_on():
+    from tenfold.train.data import CALIBRATION_INDEX
+
+    a = SMALL.calibration_batches(3, 4, 16, seed=0)
+    assert len(a) == 3 and all(
+        torch.equal(x, y) for (x, _), (y, _) in zip(a, SMALL.calibration_batches(3, 4, 16, 0), strict=True)
+    )
+    assert torch.equal(a[1][0], SMALL.batch("train", CALIBRATION_INDEX + 1, 4, 16, 0)[0])
+    assert CALIBRATION_INDEX > 100_000  # far beyond the step index of any run the reference trainer makes

@@ -10,8 +10,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-CALIB_OFFSET = 1_000_000  # training-split batch indices far beyond any run's steps: batches it never saw
-
 
 def sensitivity(
     run_dir: str = typer.Argument(..., help="a run folder written by `tenfold train` (holds weights.pt)"),
@@ -61,7 +59,7 @@ def sensitivity(
         cfg, model = load_trained(run_dir)
         data = ByteDataset.from_bytes(load_corpus(cfg.data, cfg.max_corpus_bytes))
         seq = cfg.gpt_config().seq_len
-        items = [data.batch("train", CALIB_OFFSET + i, cfg.batch_size, seq, cfg.seed) for i in range(batches)]
+        items = data.calibration_batches(batches, cfg.batch_size, seq, cfg.seed)
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
 

@@ -61,6 +61,11 @@ def load_corpus(path: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYT
     return p.read_bytes()
 
 
+# first calibration batch index: beyond any run's steps, and below 1_000_003 - n so that its generator
+# seeds never equal those of the seed's validation batches (see `batch`)
+CALIBRATION_INDEX = 500_000
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ByteDataset:
     """A byte corpus split into train and validation parts (the last `val_fraction` is validation).
@@ -93,6 +98,13 @@ class ByteDataset:
         if split == "val":
             return self.data[self.split_at :]
         raise ValueError(f"split must be train or val, got {split!r}")
+
+    def calibration_batches(
+        self, n: int, batch_size: int, seq_len: int, seed: int
+    ) -> list[tuple[torch.Tensor, ...]]:
+        """`n` training-split batches a run never trains on (indices from CALIBRATION_INDEX on), for
+        measurements such as `tenfold.engine.sensitivity` that must leave the validation batches alone."""
+        return [self.batch("train", CALIBRATION_INDEX + i, batch_size, seq_len, seed) for i in range(n)]
 
     def batch(
         self, split: str, index: int, batch_size: int, seq_len: int, seed: int
