@@ -104,3 +104,34 @@ def test_compare_writes_the_rich_report(tmp_path):
 def test_serve_bad_input():
     assert runner.invoke(app, ["serve", "--port", "0"]).exit_code == 2
     assert runner.invoke(app, ["serve", "--time-limit-s", "-1"]).exit_code == 2
+
+
+# one semantic bad input per command (not a mistyped option, which click rejects by itself): exit code 2
+# and a message that names what is wrong. `claims` takes no input; `serve` is covered above.
+BAD_INPUT = {  # command: (arguments, split on spaces; text the message must contain)
+    "compare": ("compare -m no-such-model --tokens 1T -n 8", "no-such-model"),
+    "demo": ("demo --rows 0", "rows"),
+    "estimate infer": ("estimate infer -m llama3-8b -g z80 --input-len 8 --output-len 8", "z80"),
+    "estimate train": ("estimate train -m llama3-8b -g h100-sxm --dp 8 --seq-len 0 --global-batch 8", "seq"),
+    "fleet plan": ("fleet plan missing-fleet.toml", "missing-fleet.toml"),
+    "inspect": ("inspect no-such-run-dir", "no-such-run-dir"),
+    "policy": ("policy missing-policy.toml", "missing-policy.toml"),
+    "report": ("report no-such-run-dir", "no-such-run-dir"),
+    "search train": (
+        "search train -m llama3-8b -g h100-sxm -n 8 --seq-len 2048 --global-batch 8 --precision fp3",
+        "fp3",
+    ),
+    "sensitivity": ("sensitivity no-such-run-dir", "no-such-run-dir"),
+    "train": ("train --recipe fp3", "fp3"),
+    "validate inference": ("validate inference --runs missing-runs.csv", "missing-runs.csv"),
+    "validate training": ("validate training --runs missing-runs.csv", "missing-runs.csv"),
+}
+
+
+def test_every_command_rejects_bad_input_with_exit_code_2_and_says_why():
+    assert set(BAD_INPUT) | {"claims", "serve"} == set(COMMANDS)
+    for name, (args, needle) in BAD_INPUT.items():
+        r = runner.invoke(app, args.split(), terminal_width=300)
+        flat = " ".join(r.output.replace("│", " ").split())
+        assert r.exit_code == 2, (name, r.exit_code, flat[-300:])
+        assert needle in flat, (name, flat[-300:])
