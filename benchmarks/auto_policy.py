@@ -274,7 +274,8 @@ def main() -> None:
         )
         print(
             f"auto (rest bf16) - {other}, paired by seed: {', '.join(f'{d:+.4f}' for d in diffs)}; "
-            f"mean {mean:+.4f} +- {se:.4f} (standard error), lower in {sum(d < 0 for d in diffs)} of {len(diffs)}"
+            f"mean {mean:+.4f} +- {se:.4f} (standard error), "
+            f"lower in {sum(d < 0 for d in diffs)} of {len(diffs)}"
         )
     plot(
         rows,

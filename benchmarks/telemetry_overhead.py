@@ -1,12 +1,12 @@
 """Cost of the telemetry Recorder: training time with and without it, in one run, as a ratio.
 
 Two `Trainer`s with the same recipe, model, data and seed; one carries a `Recorder` writing JSONL and
-TensorBoard files at the given sampling interval (default: the Recorder's own, every 25 steps). Steps
+TensorBoard files at the given sampling interval (default: the Recorder's own, every 100 steps). Steps
 alternate between the two so that load from other processes hits both alike. Sampled steps are spikes,
 so the total time over whole sampling periods is compared, not a median. Target (issue 4): overhead
 <= 10 % at the default interval.
 
-    python benchmarks/telemetry_overhead.py [--recipe nvfp4] [--model tiny] [--steps 100] [--every 25]
+    python benchmarks/telemetry_overhead.py [--recipe nvfp4] [--model tiny] [--steps 100] [--every 100]
 """
 
 from __future__ import annotations
