@@ -125,34 +125,53 @@ def speedups(formats: dict[str, str], flops: dict[str, float]) -> tuple[float, f
     return pp.expected_speedup(None), pp.expected_speedup("gb200")
 
 
-def plot(rows: list[dict], base: dict[int, dict], path: Path, title: str) -> None:
+COLORS = {
+    "all nvfp4": "tab:red",
+    "NVIDIA heuristic": "tab:orange",
+    "auto (rest bf16)": "tab:green",
+    "auto (rest mxfp8)": "tab:blue",
+}
+
+
+def plot(rows: list[dict], base: dict, path: Path, title: str) -> None:
+    """Left: each seed's gap to its own bf16 run per configuration (lines join one seed's runs, so the
+    pairing shows); right: the mean gap per configuration with its FP4 share."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_c, ax_b) = plt.subplots(1, 2, figsize=(14, 5.5), dpi=110)
-    seed = min(base)
-    vs, vl = zip(*base[seed]["evals"], strict=True)
-    ax_c.plot(vs, vl, "--", color="black", label="bf16")
-    for r in rows:
-        s, v = zip(*r["runs"][seed]["evals"], strict=True)
-        ax_c.plot(s, v, marker="o", markersize=3, label=f"{r['name']} (FP4 {100 * r['fp4_fraction']:.0f} %)")
-    ax_c.set_xlabel("step")
-    ax_c.set_ylabel("validation loss (nats / byte)")
-    ax_c.set_title(f"validation loss, seed {seed}")
-    ax_c.grid(alpha=0.3)
-    ax_c.legend(fontsize=8)
-    b = sum(base[s]["final_val_loss"] for s in base) / len(base)
-    gaps = [100 * (r["mean"] - b) / b for r in rows]
-    ax_b.barh(
-        [r["name"] for r in rows], gaps, color=["tab:red", "tab:orange", "tab:green", "tab:blue"][: len(rows)]
-    )
+    seeds = list(base)
+    names = [r["name"] for r in rows]
+    fig, (ax_s, ax_b) = plt.subplots(1, 2, figsize=(14, 5.5), dpi=110)
+    for s in seeds:
+        b = base[s]["final_val_loss"]
+        gaps = [100 * (r["runs"][s]["final_val_loss"] - b) / b for r in rows]
+        ax_s.plot(names, gaps, marker="o", color="0.55", lw=1)
+        ax_s.annotate(
+            f"seed {s}",
+            (len(names) - 1, gaps[-1]),
+            xytext=(6, 0),
+            textcoords="offset points",
+            fontsize=7,
+            va="center",
+        )
+        for i, g in enumerate(gaps):
+            ax_s.plot([i], [g], "o", color=COLORS.get(names[i], "k"))
+    ax_s.axhline(0, color="black", ls="--", lw=1)
+    ax_s.set_ylabel("final validation loss vs the same seed's bf16 run (%)")
+    ax_s.set_title("per seed (each line one seed, same init and batches)")
+    ax_s.grid(alpha=0.3)
+    ax_s.tick_params(axis="x", labelsize=8)
+    mean_b = sum(base[s]["final_val_loss"] for s in seeds) / len(seeds)
+    gaps = [100 * (r["mean"] - mean_b) / mean_b for r in rows]
+    ax_b.barh(names, gaps, color=[COLORS.get(n, "k") for n in names])
     for i, (g, r) in enumerate(zip(gaps, rows, strict=True)):
         ax_b.text(g, i, f" {g:+.2f} %, FP4 {100 * r['fp4_fraction']:.0f} %", va="center", fontsize=8)
+    ax_b.set_xlim(min(0.0, *gaps) * 1.3, max(0.0, *gaps) * 1.4 + 0.05)  # room for the labels
     ax_b.invert_yaxis()
-    ax_b.set_xlabel(f"final validation loss vs bf16, mean of {len(base)} seed(s) (%)")
-    ax_b.set_title("gap to bf16 (lower is better)")
+    ax_b.set_xlabel(f"mean final validation loss vs bf16 over {len(seeds)} seed(s) (%)")
+    ax_b.set_title("mean gap to bf16 (lower is better)")
     ax_b.grid(alpha=0.3, axis="x")
     fig.suptitle(title)
     fig.tight_layout()
