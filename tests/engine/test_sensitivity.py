@@ -217,3 +217,43 @@ def test_the_package_exports_the_issue_api():
 
     assert engine.sensitivity is sensitivity  # tenfold.engine.sensitivity(model, batches, candidates)
     assert {"auto_policy", "PrecisionPolicy", "Recorder"} <= set(engine.__all__)
+
+
+def _grad(model, data):
+    for p in model.parameters():
+        p.grad = None
+    for x, y in data:
+        (F.cross_entropy(model(x).float().reshape(-1, 256), y.reshape(-1)) / len(data)).backward()
+    return torch.cat([p.grad.reshape(-1) for _, p in model.named_parameters()])
+
+
+def test_gradient_sqnr_matches_a_direct_backward_pass(trained):
+    model, data = copy.deepcopy(trained[0]), trained[1]
+    sentinel = {n: torch.full_like(p, 7.0) for n, p in model.named_parameters()}
+    for n, p in model.named_parameters():
+        p.grad = sentinel[n].clone()
+    t = sensitivity(model, data, candidates=("mxfp8", "bf16"), policy=POLICY, gradients=True)
+    for n, p in model.named_parameters():  # the caller's gradients are kept
+        assert torch.equal(p.grad, sentinel[n]), n
+    assert all(r.grad_sqnr_db == math.inf and r.grad_error == 0.0 for r in t.rows_for("bf16"))
+    ref = _grad(copy.deepcopy(trained[0]).eval(), data)
+    for layer in ("blocks.0.mlp.fc1", "blocks.1.attn.qkv"):
+        m = copy.deepcopy(trained[0])
+        pol = ConversionPolicy(include=(f"^{layer}$",), hp_last_blocks=0, quant_backend="eager")
+        convert(m, "mxfp8", policy=pol)
+        want = sqnr_db(ref, _grad(m.eval(), data))
+        row = next(r for r in t.rows_for("mxfp8") if r.layer == layer)
+        assert row.grad_sqnr_db == pytest.approx(want, abs=1e-6)
+        assert row.grad_error == pytest.approx(10 ** (-want / 10), rel=1e-6)
+    g = t.deltas("gradient")
+    assert set(g) == set(LAYERS) and all(g[n]["bf16"] == 0.0 and g[n]["mxfp8"] > 0 for n in LAYERS)
+    assert t.rows[0].to_dict()["grad_sqnr_db"] is not None
+
+
+def test_gradient_score_needs_gradients(gpt_table):
+    t = gpt_table[4]
+    assert all(r.grad_sqnr_db is None for r in t.rows) and "-" in t.cells(1)[0]
+    with pytest.raises(ValueError, match="gradients=True"):
+        t.deltas("gradient")
+    with pytest.raises(ValueError, match="score must be"):
+        t.deltas("hessian")

@@ -88,6 +88,12 @@ def test_sensitivity_command_ranks_layers_and_writes_a_policy(run_dir, tmp_path)
     r = runner.invoke(app, ["sensitivity", str(run_dir), "--batches", "1", "--top", "3"])
     assert r.exit_code == 0, r.output
     assert "layers by loss increase (3 of 16 rows)" in " ".join(r.output.split())
+    args = ["sensitivity", str(run_dir), "--batches", "1", "--score", "gradient", "--fp4-fraction", "0.5"]
+    r = runner.invoke(app, [*args, "--policy-out", str(tmp_path / "g.toml"), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert all(row["grad_sqnr_db"] > 0 for row in out["rows"])
+    assert PrecisionPolicy.load(tmp_path / "g.toml").fp4_flop_fraction(p.flops) >= 0.5
 
 
 @pytest.mark.parametrize(
@@ -97,6 +103,8 @@ def test_sensitivity_command_ranks_layers_and_writes_a_policy(run_dir, tmp_path)
         (["--candidates", "nvfp4", "--fp4-fraction", "0.5"], "needs both"),
         (["--candidates", "fp3"], "unknown candidate"),
         (["--batches", "0"], "batches must be"),
+        (["--score", "hessian"], "score must be"),
+        (["--score", "gradient", "--max-loss-increase", "0.1"], "loss units"),
         (["--gpu", "z80"], "z80"),
     ],
 )

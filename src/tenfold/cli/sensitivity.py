@@ -22,6 +22,9 @@ def sensitivity(
     max_loss_increase: float | None = typer.Option(
         None, help="write a policy whose summed loss increase stays within this (nats)"
     ),
+    score: str = typer.Option(
+        "loss", help="what the policy minimises: loss (increase, forward) | gradient (error, backward too)"
+    ),
     gpu: str | None = typer.Option(
         None, help="catalog GPU for the policy's cost model (default: bits proxy)"
     ),
@@ -50,6 +53,10 @@ def sensitivity(
         if fp4_fraction is not None and max_loss_increase is not None:
             raise ValueError("give at most one of --fp4-fraction and --max-loss-increase")
         want_policy = fp4_fraction is not None or max_loss_increase is not None
+        if score not in ("loss", "gradient"):
+            raise ValueError(f"score must be loss or gradient, got {score!r}")
+        if score == "gradient" and max_loss_increase is not None:
+            raise ValueError("--max-loss-increase is in loss units: use --score loss, or --fp4-fraction")
         if want_policy and not {"nvfp4", "mxfp8"} <= set(names):
             raise ValueError("a policy needs both nvfp4 and mxfp8 among --candidates")
         if gpu is not None:
@@ -79,14 +86,14 @@ def sensitivity(
 
         try:
             with torch.no_grad():
-                table = measure(model, items, candidates=names, progress=step)
+                table = measure(model, items, candidates=names, progress=step, gradients=score == "gradient")
         except ValueError as err:
             raise typer.BadParameter(str(err)) from None
 
     pol = None
     path = None
     if want_policy:
-        deltas = table.deltas()
+        deltas = table.deltas(score)
         flops_all = linear_flops(model, tokens=cfg.tokens_per_step)
         flops = {n: flops_all[n] for n in deltas}
         try:
@@ -107,7 +114,17 @@ def sensitivity(
         return
     shown = table.cells(top or None)
     t = Table(title=f"{run_dir}: layers by loss increase ({len(shown)} of {len(table.rows)} rows)")
-    for col in ("#", "layer", "format", "loss", "delta", "rel.", "output SQNR dB", "GEMM FLOPs"):
+    for col in (
+        "#",
+        "layer",
+        "format",
+        "loss",
+        "delta",
+        "rel.",
+        "output SQNR dB",
+        "grad SQNR dB",
+        "GEMM FLOPs",
+    ):
         t.add_column(col, justify="left" if col in ("layer", "format") else "right", no_wrap=True)
     for cells in shown:
         t.add_row(*cells)

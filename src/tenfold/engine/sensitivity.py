@@ -40,8 +40,19 @@ from tenfold.engine.recipes import RECIPE_NAMES, Recipe, recipe
 from tenfold.formats.metrics import sqnr_db
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-HEADER = ("rank", "layer", "candidate", "loss", "delta", "rel_delta", "output_sqnr_db", "gemm_flops_share")
+HEADER = (
+    "rank",
+    "layer",
+    "candidate",
+    "loss",
+    "delta",
+    "rel_delta",
+    "output_sqnr_db",
+    "grad_sqnr_db",
+    "gemm_flops_share",
+)
 DEFAULT_POLICY = ConversionPolicy(hp_first_blocks=0, hp_last_blocks=0)
+SCORES = ("loss", "gradient")
 
 
 def cross_entropy_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -62,6 +73,8 @@ class SensitivityRow:
         output_sqnr_db: SQNR of the model output against the unquantized output (inf when identical).
         gemm_flops_share: the layer's share of the model's linear-layer GEMM FLOPs (attention's QK^T and
             PV products are not linear layers and are not counted).
+        grad_sqnr_db: with `gradients=True`, the SQNR of the gradient of every parameter (concatenated)
+            against the unquantized model's, over the same batches; None when not measured.
     """
 
     layer: str
@@ -71,12 +84,21 @@ class SensitivityRow:
     rel_delta: float
     output_sqnr_db: float
     gemm_flops_share: float
+    grad_sqnr_db: float | None = None
+
+    @property
+    def grad_error(self) -> float | None:
+        """Relative error energy of the gradient, |g - g_ref|^2 / |g_ref|^2 = 10^(-SQNR/10)."""
+        if self.grad_sqnr_db is None:
+            return None
+        return 0.0 if math.isinf(self.grad_sqnr_db) else 10.0 ** (-self.grad_sqnr_db / 10.0)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data; an infinite SQNR becomes None so the result is valid JSON."""
         d = asdict(self)
-        if not math.isfinite(d["output_sqnr_db"]):
-            d["output_sqnr_db"] = None
+        for k in ("output_sqnr_db", "grad_sqnr_db"):
+            if d[k] is not None and not math.isfinite(d[k]):
+                d[k] = None
         return d
 
 
@@ -106,11 +128,18 @@ class SensitivityTable:
             )
         return tuple(r for r in self.rows if r.candidate == candidate)
 
-    def deltas(self) -> dict[str, dict[str, float]]:
-        """Loss increase per layer per candidate, the input `auto_policy` takes."""
+    def deltas(self, score: str = "loss") -> dict[str, dict[str, float]]:
+        """Per layer per candidate, the input `auto_policy` takes: the loss increase (``loss``), or the
+        relative gradient error energy (``gradient``; needs `sensitivity(..., gradients=True)`)."""
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}, got {score!r}")
         out: dict[str, dict[str, float]] = {}
         for r in self.rows:
-            out.setdefault(r.layer, {})[r.candidate] = r.delta
+            if score == "gradient" and r.grad_error is None:
+                raise ValueError(
+                    "the gradient score needs a table measured with sensitivity(..., gradients=True)"
+                )
+            out.setdefault(r.layer, {})[r.candidate] = r.delta if score == "loss" else r.grad_error
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,6 +156,7 @@ class SensitivityTable:
         out = []
         for i, r in enumerate(self.rows[:limit], start=1):
             sq = f"{r.output_sqnr_db:.2f}" if math.isfinite(r.output_sqnr_db) else "inf"
+            gq = "-" if r.grad_sqnr_db is None else f"{r.grad_sqnr_db:.2f}"
             out.append(
                 (
                     str(i),
@@ -136,6 +166,7 @@ class SensitivityTable:
                     f"{r.delta:+.5f}",
                     f"{100 * r.rel_delta:+.3f}%",
                     sq,
+                    gq,
                     f"{100 * r.gemm_flops_share:.2f}%",
                 )
             )
@@ -224,6 +255,23 @@ def _evaluate(
     return sum(losses) / len(losses), torch.cat(outs)
 
 
+def _gradient(model: nn.Module, batches: list[tuple[Any, torch.Tensor]], loss_fn: LossFn) -> torch.Tensor:
+    """The gradient of the mean loss over the batches w.r.t. every parameter, flattened in name order
+    (a converted layer keeps its parameters' names, so the vectors of two passes line up)."""
+    params = [p for _, p in model.named_parameters() if p.requires_grad]
+    for p in params:
+        p.grad = None
+    with torch.enable_grad():
+        for x, y in batches:
+            (loss_fn(model(x), y) / len(batches)).backward()
+    out = torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).detach().float().reshape(-1) for p in params]
+    )
+    for p in params:
+        p.grad = None
+    return out
+
+
 def _rank_delta(delta: float) -> float:
     """A NaN loss (the layer broke the model) ranks as the most sensitive."""
     return math.inf if math.isnan(delta) else delta
@@ -237,6 +285,7 @@ def sensitivity(
     loss_fn: LossFn | None = None,
     policy: ConversionPolicy | None = None,
     progress: Callable[[int, int], None] | None = None,
+    gradients: bool = False,
 ) -> SensitivityTable:
     """Quantize each eligible linear layer of `model` alone with each candidate recipe and rank the
     layers by the loss increase on `batches` ((inputs, targets) pairs; `model(inputs)` returns logits).
@@ -244,6 +293,11 @@ def sensitivity(
     `loss_fn(outputs, targets)` defaults to the reference trainer's cross-entropy. The model is left as
     it was (its modules, parameters and train/eval mode). `progress(done, total)` is called after each
     (layer, candidate) measurement, e.g. to advance a progress bar.
+
+    `gradients=True` also runs a backward pass per row (all three GEMMs of the layer quantized, as in
+    training) and records the gradient SQNR: the forward-only loss increase misses what quantized
+    gradients do to optimisation, which is why NVIDIA keeps the last blocks in BF16. The parameters'
+    existing `.grad` are kept.
 
     >>> from torch import nn
     >>> m = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 32))
@@ -282,8 +336,10 @@ def sensitivity(
     flops = linear_flops(model)
     total_flops = sum(flops.values())
     was_training = model.training
+    saved_grads = {n: p.grad for n, p in model.named_parameters()} if gradients else {}
     model.eval()
     try:
+        g_ref = _gradient(model, items, lf) if gradients else None
         with torch.no_grad():
             base_loss, base_out = _evaluate(model, items, lf)
             if not math.isfinite(base_loss):
@@ -298,6 +354,7 @@ def sensitivity(
                     assert len(rep.converted) == (1 if recipe(c).quantizes else 0), rep.summary()
                     model.eval()
                     loss, out = _evaluate(model, items, lf)
+                    g_sqnr = sqnr_db(g_ref, _gradient(model, items, lf)) if g_ref is not None else None
                 finally:
                     _restore(model, originals)
                 delta = loss - base_loss
@@ -315,12 +372,16 @@ def sensitivity(
                         rel_delta=rel,
                         output_sqnr_db=sqnr_db(base_out, out),
                         gemm_flops_share=flops.get(name, 0.0) / total_flops if total_flops else 0.0,
+                        grad_sqnr_db=g_sqnr,
                     )
                 )
                 if progress is not None:
                     progress(done, len(plan))
     finally:
         model.train(was_training)
+        for n, p in model.named_parameters():
+            if n in saved_grads:
+                p.grad = saved_grads[n]
     order = {c: i for i, c in enumerate(cands)}
     rows.sort(key=lambda r: (-_rank_delta(r.delta), r.output_sqnr_db, r.layer, order[r.candidate]))
     return SensitivityTable(
