@@ -3,25 +3,27 @@
 Procedure (issue 4):
 
 1. Train the bf16 baseline (the 4-block, d_model 128 byte-level GPT of `benchmarks/convergence.py`). At
-   step `--calib-steps` pause it and run `tenfold.engine.sensitivity` on `--calib-batches` batches of the
-   *training* split (indices far beyond those the run trains on), so that choosing layers never looks
-   at the validation batches the comparison is scored on.
-2. `auto_policy` at the heuristic's FP4 fraction of linear-layer GEMM FLOPs, twice: with every other
-   layer in bf16 (the heuristic's own cost shape) and with the other layers in MXFP8 where MXFP8 alone
-   costs less than `--mxfp8-tolerance` in loss.
+   step `--calib-steps` pause it and run `tenfold.engine.sensitivity(..., gradients=True)` on
+   `--calib-batches` calibration batches (training text no run trains on), so that choosing layers never
+   looks at the validation batches the comparison is scored on.
+2. `auto_policy` at the heuristic's FP4 share of linear-layer GEMM FLOPs, every other layer in bf16 (the
+   heuristic's own cost shape), twice: minimising the summed forward loss increase ("loss score"), and
+   the summed relative gradient error ("gradient score", which sees the quantized dgrad and wgrad GEMMs).
+   `--with-mxfp8` adds the loss-score policy with MXFP8 where MXFP8 alone costs < `--mxfp8-tolerance`.
 3. Train, from the same initial weights on the same batches, each of: all linears in NVFP4
    (`nvfp4_no_hp_layers`), NVIDIA's heuristic (`nvfp4`: the last ceil(12.5 % of blocks) in bf16, i.e.
-   the last block here) and the two automatic policies. The LM head stays bf16 in all of them.
-4. Score the final validation loss on the same 48 held-out batches for every run, per seed.
+   the last block here) and the automatic policies. The LM head stays bf16 in all of them.
+4. Score the final validation loss on the same 48 held-out batches for every run, per seed, and compare
+   the policies with the fixed choices paired by seed.
 
-The policy is chosen once (seed 0) and reused for the other seeds. Printed: one row per configuration
-with its FP4 fraction, the expected GEMM speedup over bf16 (bits proxy and GB200 peaks), the final
-validation loss per seed, its mean and the gap to bf16. Also writes `results.json`, the policy TOML
-files and `auto_policy.png` under `--out`.
+The policies are chosen once (first seed) and reused for the other seeds. Printed: one row per
+configuration with its FP4 share, the expected GEMM speedup over bf16 (bits proxy and GB200 peaks), the
+final validation loss per seed, its mean and the gap to bf16, then the paired differences. Also writes
+`results.json`, `sensitivity.json`, the policy TOML files and `auto_policy.png` under `--out`.
 
-    python benchmarks/auto_policy.py [--steps 500] [--seeds 0,1] [--threads 2] [--out runs/auto_policy]
+    python benchmarks/auto_policy.py [--steps 500] [--seeds 0,1,2,3] [--threads 2] [--out runs/auto_policy]
 
-About 25 minutes on 2 CPU cores with the defaults.
+About 35 minutes on 2 CPU cores with the defaults (one core's worth of anything else doubles it).
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def baseline_and_sensitivity(args: argparse.Namespace, data: ByteDataset, t_star
     seq = cfg.gpt_config().seq_len
     calib = data.calibration_batches(args.calib_batches, cfg.batch_size, seq, cfg.seed)
     ts = time.perf_counter()
-    table = sensitivity(tr.model, calib, candidates=("nvfp4", "mxfp8"))
+    table = sensitivity(tr.model, calib, candidates=("nvfp4", "mxfp8"), gradients=True)
     sens_s = time.perf_counter() - ts
     print(
         f"[{time.perf_counter() - t_start:6.0f} s] sensitivity at step {tr.step}: {len(table.rows)} rows "
@@ -128,8 +130,9 @@ def speedups(formats: dict[str, str], flops: dict[str, float]) -> tuple[float, f
 COLORS = {
     "all nvfp4": "tab:red",
     "NVIDIA heuristic": "tab:orange",
-    "auto (rest bf16)": "tab:green",
-    "auto (rest mxfp8)": "tab:blue",
+    "auto, loss score": "tab:green",
+    "auto, gradient score": "tab:purple",
+    "auto, loss, rest mxfp8": "tab:blue",
 }
 
 
@@ -183,11 +186,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_training_args(ap)
     ap.add_argument(
-        "--seeds", default="0,1", help="comma-separated seeds (the policy is chosen on the first)"
+        "--seeds", default="0,1,2,3", help="comma-separated seeds (the policy is chosen on the first)"
     )
     ap.add_argument("--calib-steps", type=int, default=200, help="bf16 steps before the sensitivity pass")
     ap.add_argument("--calib-batches", type=int, default=16)
     ap.add_argument("--mxfp8-tolerance", type=float, default=0.01, help="max loss increase for MXFP8")
+    ap.add_argument(
+        "--with-mxfp8", action="store_true", help="also the loss-score policy with MXFP8 elsewhere"
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="runs/auto_policy")
     args = ap.parse_args()
@@ -214,19 +220,28 @@ def main() -> None:
     flops_all = linear_flops(heur.model)
     layers = [r.layer for r in table.rows_for("nvfp4")]
     flops = {n: flops_all[n] for n in layers}
-    deltas = table.deltas()
     target = fp4_fraction({n: heur_formats[n] for n in layers}, flops)
-    policies = {
-        "auto (rest bf16)": auto_policy(deltas, flops, fp4_flop_fraction=target, mxfp8_tolerance=-1.0),
-        "auto (rest mxfp8)": auto_policy(
-            deltas, flops, fp4_flop_fraction=target, mxfp8_tolerance=args.mxfp8_tolerance
+    fit = {"flops": flops, "fp4_flop_fraction": target}
+    policies = {  # name -> (file stem, policy)
+        "auto, loss score": ("auto_loss", auto_policy(table.deltas("loss"), **fit, mxfp8_tolerance=-1.0)),
+        "auto, gradient score": (
+            "auto_gradient",
+            auto_policy(table.deltas("gradient"), **fit, mxfp8_tolerance=-1.0),
         ),
     }
+    if args.with_mxfp8:
+        tol = args.mxfp8_tolerance
+        policies["auto, loss, rest mxfp8"] = (
+            "auto_loss_mxfp8",
+            auto_policy(table.deltas("loss"), **fit, mxfp8_tolerance=tol),
+        )
     files = {}
-    for name, pol in policies.items():
-        stem = "auto_rest_bf16" if "bf16" in name else "auto_rest_mxfp8"
+    for name, (stem, pol) in policies.items():
         files[name] = str(pol.save(out / f"{stem}.toml"))
-        print(f"{name}: " + ", ".join(f"{n}={f}" for n, f in pol.layers.items() if f != "bf16"))
+        print(
+            f"{name}: kept out of FP4: "
+            + ", ".join(f"{n}={f}" for n, f in pol.layers.items() if f != "nvfp4")
+        )
 
     configs = [
         ("all nvfp4", {"recipe": "nvfp4_no_hp_layers"}),
@@ -280,8 +295,12 @@ def main() -> None:
             f"{r['speedup_gb200']:>9.2f}{cells}  {r['mean']:7.4f}  {100 * (r['mean'] - bmean) / bmean:+7.2f}%"
         )
     by = {r["name"]: r for r in rows}
-    auto = by["auto (rest bf16)"]
-    for other in ("all nvfp4", "NVIDIA heuristic"):
+    for auto_name, other in [
+        (a, o)
+        for a in ("auto, loss score", "auto, gradient score")
+        for o in ("all nvfp4", "NVIDIA heuristic")
+    ]:
+        auto = by[auto_name]
         diffs = [
             auto["runs"][s]["final_val_loss"] - by[other]["runs"][s]["final_val_loss"] for s in args.seeds
         ]
@@ -292,7 +311,7 @@ def main() -> None:
             else 0
         )
         print(
-            f"auto (rest bf16) - {other}, paired by seed: {', '.join(f'{d:+.4f}' for d in diffs)}; "
+            f"{auto_name} - {other}, paired by seed: {', '.join(f'{d:+.4f}' for d in diffs)}; "
             f"mean {mean:+.4f} +- {se:.4f} (standard error), "
             f"lower in {sum(d < 0 for d in diffs)} of {len(diffs)}"
         )
