@@ -118,8 +118,7 @@ def baseline_and_sensitivity(args: argparse.Namespace, data: ByteDataset, t_star
 
 
 def fp4_fraction(formats: dict[str, str], flops: dict[str, float]) -> float:
-    total = sum(flops[n] for n in formats)
-    return sum(flops[n] for n, f in formats.items() if f == "nvfp4") / total
+    return PrecisionPolicy(layers=formats).fp4_flop_fraction(flops)
 
 
 def speedups(formats: dict[str, str], flops: dict[str, float]) -> tuple[float, float]:

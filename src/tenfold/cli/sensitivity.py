@@ -38,9 +38,8 @@ def sensitivity(
 
     Example: tenfold train --steps 300 --out runs && tenfold sensitivity runs/bf16 --fp4-fraction 0.75
     """
-    import torch
-
     from tenfold.engine.policy import auto_policy, linear_flops
+    from tenfold.engine.sensitivity import SCORES
     from tenfold.engine.sensitivity import sensitivity as measure
     from tenfold.train import ByteDataset, load_corpus, load_trained
 
@@ -53,8 +52,8 @@ def sensitivity(
         if fp4_fraction is not None and max_loss_increase is not None:
             raise ValueError("give at most one of --fp4-fraction and --max-loss-increase")
         want_policy = fp4_fraction is not None or max_loss_increase is not None
-        if score not in ("loss", "gradient"):
-            raise ValueError(f"score must be loss or gradient, got {score!r}")
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
         if score == "gradient" and max_loss_increase is not None:
             raise ValueError("--max-loss-increase is in loss units: use --score loss, or --fp4-fraction")
         if want_policy and not {"nvfp4", "mxfp8"} <= set(names):
@@ -85,8 +84,7 @@ def sensitivity(
             progress.update(task, completed=done, total=total)
 
         try:
-            with torch.no_grad():
-                table = measure(model, items, candidates=names, progress=step, gradients=score == "gradient")
+            table = measure(model, items, candidates=names, progress=step, gradients=score == "gradient")
         except ValueError as err:
             raise typer.BadParameter(str(err)) from None
 

@@ -59,6 +59,7 @@ def train(
 
     from tenfold.engine.telemetry import Recorder
     from tenfold.train import TrainConfig, Trainer, plot_loss_curves, write_metrics
+    from tenfold.train.trainer import WEIGHTS_NAME
 
     try:
         cfg = TrainConfig(
@@ -114,7 +115,7 @@ def train(
     if recorder is not None:
         recorder.close()
     write_metrics([*result.steps], run_dir / "metrics.jsonl")
-    trainer.save_weights(run_dir / "weights.pt")
+    trainer.save_weights(run_dir / WEIGHTS_NAME)
     plot_loss_curves(
         {name: ([r["step"] for r in result.steps], [r["loss"] for r in result.steps])},
         run_dir / "loss.png",
@@ -130,7 +131,7 @@ def train(
             for k, f in (
                 ("metrics", "metrics.jsonl"),
                 ("plot", "loss.png"),
-                ("weights", "weights.pt"),
+                ("weights", WEIGHTS_NAME),
                 ("telemetry", "telemetry.jsonl"),
             )
             if k != "telemetry" or recorder is not None

@@ -24,6 +24,7 @@ does not update, so their rows describe a freshly converted layer, not one after
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -242,34 +243,38 @@ def _decisions(
 
 
 def _evaluate(
-    model: nn.Module, batches: list[tuple[Any, torch.Tensor]], loss_fn: LossFn
-) -> tuple[float, torch.Tensor]:
-    """Mean loss over the batches and the flattened concatenated outputs."""
+    model: nn.Module, batches: list[tuple[Any, torch.Tensor]], loss_fn: LossFn, gradients: bool = False
+) -> tuple[float, torch.Tensor, torch.Tensor | None]:
+    """Mean loss over the batches, the flattened concatenated outputs and, with `gradients`, the
+    gradient of the mean loss w.r.t. every parameter from the same forward passes, flattened in name
+    order (a converted layer keeps its parameters' names, so two passes' vectors line up)."""
+    params = [p for _, p in model.named_parameters() if p.requires_grad] if gradients else []
+    for p in params:
+        p.grad = None
     losses, outs = [], []
     for x, y in batches:
-        out = model(x)
-        if not isinstance(out, torch.Tensor):
-            raise ValueError(f"the model's forward must return a tensor of logits, got {type(out).__name__}")
-        losses.append(float(loss_fn(out, y)))
+        with torch.enable_grad() if gradients else contextlib.nullcontext():
+            out = model(x)
+            if not isinstance(out, torch.Tensor):
+                raise ValueError(
+                    f"the model's forward must return a tensor of logits, got {type(out).__name__}"
+                )
+            loss = loss_fn(out, y)
+            if gradients:
+                (loss / len(batches)).backward()
+        losses.append(float(loss))
         outs.append(out.detach().float().reshape(-1))
-    return sum(losses) / len(losses), torch.cat(outs)
-
-
-def _gradient(model: nn.Module, batches: list[tuple[Any, torch.Tensor]], loss_fn: LossFn) -> torch.Tensor:
-    """The gradient of the mean loss over the batches w.r.t. every parameter, flattened in name order
-    (a converted layer keeps its parameters' names, so the vectors of two passes line up)."""
-    params = [p for _, p in model.named_parameters() if p.requires_grad]
-    for p in params:
-        p.grad = None
-    with torch.enable_grad():
-        for x, y in batches:
-            (loss_fn(model(x), y) / len(batches)).backward()
-    out = torch.cat(
-        [(p.grad if p.grad is not None else torch.zeros_like(p)).detach().float().reshape(-1) for p in params]
-    )
-    for p in params:
-        p.grad = None
-    return out
+    grad = None
+    if gradients:
+        grad = torch.cat(
+            [
+                (p.grad if p.grad is not None else torch.zeros_like(p)).detach().float().reshape(-1)
+                for p in params
+            ]
+        )
+        for p in params:
+            p.grad = None
+    return sum(losses) / len(losses), torch.cat(outs), grad
 
 
 def _rank_delta(delta: float) -> float:
@@ -339,9 +344,8 @@ def sensitivity(
     saved_grads = {n: p.grad for n, p in model.named_parameters()} if gradients else {}
     model.eval()
     try:
-        g_ref = _gradient(model, items, lf) if gradients else None
-        with torch.no_grad():
-            base_loss, base_out = _evaluate(model, items, lf)
+        with torch.no_grad():  # gradients, when asked, are enabled per forward pass inside _evaluate
+            base_loss, base_out, g_ref = _evaluate(model, items, lf, gradients)
             if not math.isfinite(base_loss):
                 raise ValueError(f"the unquantized model's loss is not finite ({base_loss}) on these batches")
             rows = []
@@ -353,8 +357,8 @@ def sensitivity(
                     rep = convert(model, c, policy=one)
                     assert len(rep.converted) == (1 if recipe(c).quantizes else 0), rep.summary()
                     model.eval()
-                    loss, out = _evaluate(model, items, lf)
-                    g_sqnr = sqnr_db(g_ref, _gradient(model, items, lf)) if g_ref is not None else None
+                    loss, out, g = _evaluate(model, items, lf, gradients)
+                    g_sqnr = sqnr_db(g_ref, g) if g_ref is not None else None
                 finally:
                     _restore(model, originals)
                 delta = loss - base_loss
