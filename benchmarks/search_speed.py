@@ -25,10 +25,10 @@ import time
 import numpy as np
 
 from tenfold.perf import Layout, estimate_training, load_calibration, load_hardware, load_model
-from tenfold.perf.precision import get_precision
-from tenfold.perf.search import CODE_RECOMPUTE, enumerate_plans, search_training
-from tenfold.perf.stack import stack
-from tenfold.perf.training import evaluate_plans
+from tenfold.perf.specs.precision import get_precision
+from tenfold.perf.training.estimate import evaluate_plans
+from tenfold.perf.training.search import CODE_RECOMPUTE, enumerate_plans, search_training
+from tenfold.perf.training.stack import stack
 
 CALCULON_CONFIGS_PER_S = 140.0
 CALCULON_MS_PER_EVAL = 7.3

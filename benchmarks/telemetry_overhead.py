@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-from tenfold.engine.telemetry import DEFAULT_EVERY, Recorder
+from tenfold.engine.telemetry.recorder import DEFAULT_EVERY, Recorder
 from tenfold.train import ByteDataset, TrainConfig, Trainer, stdlib_corpus
 
 

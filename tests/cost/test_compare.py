@@ -9,7 +9,7 @@ from tenfold.cost.compare import compare_default, compare_training, gpu_ladder
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.defaults import gpu_facts
 from tenfold.cost.workloads import DEFAULT_GPUS, CostSettings, ServingWorkload, TrainingWorkload
-from tenfold.perf.hardware import load_hardware
+from tenfold.perf.specs.hardware import load_hardware
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from tenfold.cost.defaults import gpu_facts, grid_intensity, load_cost_defaults
-from tenfold.perf.hardware import load_hardware
+from tenfold.perf.specs.hardware import load_hardware
 
 D = load_cost_defaults()
 

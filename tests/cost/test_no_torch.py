@@ -5,8 +5,8 @@ import sys
 
 CODE = (
     "import sys\n"
-    "import tenfold.cost, tenfold.cost.compare, tenfold.cost.compare_serving, tenfold.cost.claims\n"
-    "import tenfold.cost.fleet, tenfold.cost.sensitivity, tenfold.cost.plain_html, tenfold.cost.speedups\n"
+    "import tenfold.cost, tenfold.cost.compare, tenfold.cost.compare_serving, tenfold.cost.claims.nvidia\n"
+    "import tenfold.cost.fleet, tenfold.cost.tornado, tenfold.cost.plain_html, tenfold.cost.claims.speedups\n"
     "import tenfold.cli.compare, tenfold.cli.claims, tenfold.cli.fleet, tenfold.cli.main\n"
     "from tenfold.cost.compare import compare_training\n"
     "from tenfold.cost.workloads import TrainingWorkload\n"

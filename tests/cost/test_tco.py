@@ -6,7 +6,7 @@ import math
 import pytest
 
 from tenfold.cost.tco import OwnInputs, annuity_factor, own_cost, own_inputs, rent_prices
-from tenfold.perf.hardware import load_hardware
+from tenfold.perf.specs.hardware import load_hardware
 
 # shared/research/hardware.md section 3, "A sanity check for the toolkit's formula, H100 at 100% utilisation":
 # $50k over 4 yr at 11 %, 1.3 kW IT, $185/kW-month, PUE 1.3, $0.08/kWh -> ~$16.1k + ~$2.9k + ~$1.2k per year

@@ -5,9 +5,10 @@ import sys
 
 CODE = (
     "import sys\n"
-    "import tenfold.perf, tenfold.perf.search, tenfold.perf.validate, tenfold.perf.calibration\n"
-    "import tenfold.perf.inference, tenfold.perf.inference_step, tenfold.perf.inference_memory\n"
-    "import tenfold.perf.kvcache, tenfold.perf.engines, tenfold.perf.validate_serving\n"
+    "import tenfold.perf, tenfold.perf.training.search, tenfold.perf.validation.training\n"
+    "import tenfold.perf.calibration, tenfold.perf.validation.fit\n"
+    "import tenfold.perf.serving.estimate, tenfold.perf.serving.step, tenfold.perf.serving.memory\n"
+    "import tenfold.perf.serving.kvcache, tenfold.perf.serving.presets, tenfold.perf.validation.serving\n"
     "import tenfold.cli.estimate, tenfold.cli.search, tenfold.cli.validate, tenfold.cli.main\n"
     "tenfold.perf.estimate_training('llama3-8b', 'h100-sxm', tenfold.perf.Layout(dp=8), seq_len=8192,\n"
     "                               global_batch=64)\n"

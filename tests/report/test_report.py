@@ -11,7 +11,7 @@ import pytest
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.workloads import ServingWorkload
 from tenfold.perf import Deployment, estimate_inference, inference_curve
-from tenfold.perf.search import search_training
+from tenfold.perf.training.search import search_training
 from tenfold.report import (
     Chart,
     inference_breakdown_chart,

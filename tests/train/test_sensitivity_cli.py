@@ -9,7 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from tenfold.cli.main import app
-from tenfold.engine.policy import PrecisionPolicy
+from tenfold.engine.autoprecision.policy import PrecisionPolicy
 from tenfold.train import TrainConfig, Trainer, load_trained
 
 runner = CliRunner()

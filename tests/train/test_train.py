@@ -114,7 +114,7 @@ def test_cli_rejects_bad_input_with_exit_code_2(tmp_path):
 
 def test_training_under_a_precision_policy_converts_each_layer_to_its_format(tmp_path):
     from tenfold.engine import QuantLinear
-    from tenfold.engine.policy import PrecisionPolicy
+    from tenfold.engine.autoprecision.policy import PrecisionPolicy
 
     layers = {"blocks.0.attn.qkv": "nvfp4", "blocks.0.mlp.fc1": "mxfp8", "blocks.1.mlp.fc2": "bf16"}
     path = PrecisionPolicy(layers=layers).save(tmp_path / "mine.toml")

@@ -5,8 +5,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tenfold.perf import Layout, estimate_training
-from tenfold.perf.models import load_model
-from tenfold.perf.search import enumerate_plans
+from tenfold.perf.specs.models import load_model
+from tenfold.perf.training.search import enumerate_plans
 from tenfold.web import create_app
 from tenfold.web.app import plan_count
 from tenfold.web.schemas import GPU_NAMES, MODEL_NAMES

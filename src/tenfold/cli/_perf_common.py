@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tenfold.perf.inference import InferenceCurve, InferenceEstimate
-from tenfold.perf.training import TrainingEstimate
+from tenfold.perf.serving.estimate import InferenceCurve, InferenceEstimate
+from tenfold.perf.training.estimate import TrainingEstimate
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tenfold.cli._perf_common import print_json
-from tenfold.cost.claims import ClaimsReport, Decomposition, check_claims
+from tenfold.cost.claims.nvidia import ClaimsReport, Decomposition, check_claims
 
 
 def decomposition_tables(d: Decomposition) -> list[Table]:

@@ -13,9 +13,9 @@ from tenfold.cli._perf_common import (
     inference_tables,
     print_json,
 )
-from tenfold.perf.inference import Deployment, estimate_inference, inference_curve
-from tenfold.perf.layout import Layout
-from tenfold.perf.training import estimate_training
+from tenfold.perf.serving.estimate import Deployment, estimate_inference, inference_curve
+from tenfold.perf.training.estimate import estimate_training
+from tenfold.perf.training.layout import Layout
 
 app = typer.Typer(help="Estimate one training plan or one serving configuration.", no_args_is_help=True)
 

@@ -21,7 +21,7 @@ def inspect(
 
     Example: tenfold train --recipe nvfp4 --steps 200 --out runs && tenfold inspect runs/nvfp4
     """
-    from tenfold.engine.risk import load_records, plot_heatmap, risk_table, rows_to_dicts
+    from tenfold.engine.telemetry.risk import load_records, plot_heatmap, risk_table, rows_to_dicts
 
     if top < 0:
         raise typer.BadParameter(f"top must be >= 0, got {top}")

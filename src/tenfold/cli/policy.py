@@ -19,7 +19,7 @@ def policy(
 
     Example: tenfold policy policy.toml --gpu b200
     """
-    from tenfold.engine.policy import PrecisionPolicy
+    from tenfold.engine.autoprecision.policy import PrecisionPolicy
 
     try:
         pp = PrecisionPolicy.load(path)

@@ -8,7 +8,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tenfold.cli._perf_common import EXIT_INFEASIBLE, fail, print_json
-from tenfold.perf.search import search_training
+from tenfold.perf.training.search import search_training
 
 app = typer.Typer(help="Search parallel layouts (training now; inference later).", no_args_is_help=True)
 

@@ -38,9 +38,9 @@ def sensitivity(
 
     Example: tenfold train --steps 300 --out runs && tenfold sensitivity runs/bf16 --fp4-fraction 0.75
     """
-    from tenfold.engine.policy import auto_policy, linear_flops
-    from tenfold.engine.sensitivity import SCORES
-    from tenfold.engine.sensitivity import sensitivity as measure
+    from tenfold.engine.autoprecision.policy import auto_policy, linear_flops
+    from tenfold.engine.autoprecision.sensitivity import SCORES
+    from tenfold.engine.autoprecision.sensitivity import sensitivity as measure
     from tenfold.train import ByteDataset, load_corpus, load_trained
 
     names = tuple(c.strip() for c in candidates.split(",") if c.strip())

@@ -57,7 +57,7 @@ def train(
     """
     import torch
 
-    from tenfold.engine.telemetry import Recorder
+    from tenfold.engine.telemetry.recorder import Recorder
     from tenfold.train import TrainConfig, Trainer, plot_loss_curves, write_metrics
     from tenfold.train.trainer import WEIGHTS_NAME
 

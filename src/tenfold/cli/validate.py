@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tenfold.cli._perf_common import fail, print_json
-from tenfold.perf import validate_serving as vi
-from tenfold.perf.validate import ValidationReport, default_runs_path, validate_training
+from tenfold.perf.validation import serving as vi
+from tenfold.perf.validation.training import ValidationReport, default_runs_path, validate_training
 
 app = typer.Typer(help="Validate the models against published measurements.", no_args_is_help=True)
 

@@ -12,16 +12,16 @@ Never imports torch (a test checks it). Public API:
 * `FleetSpec`, `load_fleet`, `plan_fleet` -> `FleetPlan`
 """
 
-from tenfold.cost.claims import ClaimsReport, check_claims
+from tenfold.cost.claims.nvidia import ClaimsReport, check_claims
+from tenfold.cost.claims.speedups import speedup_checks
 from tenfold.cost.compare import compare_default, compare_training
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.defaults import grid_intensity, load_cost_defaults
 from tenfold.cost.energy import Footprint, footprint
 from tenfold.cost.fleet import FleetPlan, FleetSpec, load_fleet, plan_fleet
 from tenfold.cost.results import Comparison, ComparisonSet
-from tenfold.cost.sensitivity import Tornado, own_tornado, rent_tornado
-from tenfold.cost.speedups import speedup_checks
 from tenfold.cost.tco import OwnCost, OwnInputs, annuity_factor, own_cost, own_inputs, rent_prices
+from tenfold.cost.tornado import Tornado, own_tornado, rent_tornado
 from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload
 
 __all__ = [

@@ -23,8 +23,8 @@ from dataclasses import replace
 from tenfold.cost.defaults import CostDefaults, gpu_facts, load_cost_defaults
 from tenfold.cost.energy import footprint
 from tenfold.cost.results import Comparison, ComparisonSet, Money, PrecisionOption, TrainingRow
-from tenfold.cost.sensitivity import own_tornado, rent_tornado
 from tenfold.cost.tco import own_cost, own_inputs, rent_prices
+from tenfold.cost.tornado import own_tornado, rent_tornado
 from tenfold.cost.workloads import (
     DEFAULT_GPUS,
     CostSettings,
@@ -32,10 +32,10 @@ from tenfold.cost.workloads import (
     default_scenario,
     precisions_for,
 )
-from tenfold.perf.hardware import Hardware, load_hardware
-from tenfold.perf.models import load_model
-from tenfold.perf.search import search_training
-from tenfold.perf.training import TrainingEstimate
+from tenfold.perf.specs.hardware import Hardware, load_hardware
+from tenfold.perf.specs.models import load_model
+from tenfold.perf.training.estimate import TrainingEstimate
+from tenfold.perf.training.search import search_training
 
 Progress = Callable[[int, int], None] | None
 NAN = math.nan

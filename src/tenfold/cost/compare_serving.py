@@ -18,8 +18,8 @@ from tenfold.cost.compare import Progress, money_for
 from tenfold.cost.defaults import CostDefaults, load_cost_defaults
 from tenfold.cost.results import NAN, Comparison, ServingOption, ServingRow
 from tenfold.cost.workloads import DEFAULT_GPUS, CostSettings, ServingWorkload, precisions_for
-from tenfold.perf.hardware import Hardware, load_hardware
-from tenfold.perf.inference_search import search_inference
+from tenfold.perf.serving.search import search_inference
+from tenfold.perf.specs.hardware import Hardware, load_hardware
 
 
 def _serve_one(w: ServingWorkload, hw: Hardware, precisions, max_instance_gpus, settings, dfl, tick):

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from tenfold.perf.catalog import data_dir, read_toml
-from tenfold.perf.hardware import Hardware
+from tenfold.perf.specs.catalog import data_dir, read_toml
+from tenfold.perf.specs.hardware import Hardware
 
 
 @dataclass(frozen=True, kw_only=True)

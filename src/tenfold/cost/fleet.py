@@ -35,8 +35,8 @@ from tenfold.cost.compare_serving import _serve_one
 from tenfold.cost.defaults import CostDefaults, load_cost_defaults
 from tenfold.cost.tco import own_cost, own_inputs, rent_prices
 from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload, precisions_for
-from tenfold.perf.catalog import read_toml
-from tenfold.perf.hardware import Hardware, load_hardware
+from tenfold.perf.specs.catalog import read_toml
+from tenfold.perf.specs.hardware import Hardware, load_hardware
 
 BASES = ("own", "reserved", "ondemand")
 OBJECTIVES = ("cost", "makespan")

@@ -7,11 +7,11 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from tenfold.cost.energy import Footprint
-from tenfold.cost.sensitivity import Tornado
 from tenfold.cost.tco import OwnCost, RentPrices
+from tenfold.cost.tornado import Tornado
 from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload
-from tenfold.perf.inference_search import ServingPoint
-from tenfold.perf.training import TrainingEstimate
+from tenfold.perf.serving.search import ServingPoint
+from tenfold.perf.training.estimate import TrainingEstimate
 
 NAN = math.nan
 

@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from tenfold.cost.defaults import CostDefaults, GpuFacts, gpu_facts, load_cost_defaults
-from tenfold.perf.hardware import Hardware
+from tenfold.perf.specs.hardware import Hardware
 
 HOURS_PER_YEAR = 8760.0
 RENT_BASES = ("reserved", "ondemand")

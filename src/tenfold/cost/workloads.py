@@ -9,10 +9,10 @@ from types import MappingProxyType
 
 from tenfold.cost.defaults import CostDefaults, grid_intensity
 from tenfold.cost.tco import OWN_KEYS, RENT_BASES
-from tenfold.perf.hardware import Hardware
-from tenfold.perf.models import load_model
-from tenfold.perf.precision import check_supported, get_precision
-from tenfold.perf.stack import stack
+from tenfold.perf.specs.hardware import Hardware
+from tenfold.perf.specs.models import load_model
+from tenfold.perf.specs.precision import check_supported, get_precision
+from tenfold.perf.training.stack import stack
 
 DEFAULT_GPUS = ("h100-sxm", "h200", "b200", "gb200", "gb300")
 HOPPER_PRECISIONS = ("bf16", "fp8")

@@ -14,12 +14,14 @@ out, `convert()`, backend selection and delayed-scaling state that checkpoints a
     0
 """
 
+from tenfold.engine.autoprecision.policy import PrecisionPolicy, auto_policy
+from tenfold.engine.autoprecision.sensitivity import SensitivityRow, SensitivityTable, sensitivity
 from tenfold.engine.backend import BACKENDS, BackendChoice, select_backend
 from tenfold.engine.convert import ConversionPolicy, ConversionReport, LayerDecision, convert
 from tenfold.engine.gemm import GemmPlan, QuantizedLinearFunction, quantized_linear_reference
 from tenfold.engine.linear import QuantConv1D, QuantLinear
-from tenfold.engine.policy import PrecisionPolicy, auto_policy
-from tenfold.engine.ptq import (
+from tenfold.engine.ptq.metrics import EmbeddingAgreement, embedding_agreement, spearman
+from tenfold.engine.ptq.quantize import (
     PTQ_SCHEMES,
     InferenceLinear,
     KeptModule,
@@ -27,11 +29,9 @@ from tenfold.engine.ptq import (
     PTQReport,
     quantize_for_inference,
 )
-from tenfold.engine.ptq_metrics import EmbeddingAgreement, embedding_agreement, spearman
 from tenfold.engine.recipes import RECIPE_NAMES, GemmQuant, Recipe, recipe, register
 from tenfold.engine.scaling import quantized_layers, reduce_amax, update_scaling
-from tenfold.engine.sensitivity import SensitivityRow, SensitivityTable, sensitivity
-from tenfold.engine.telemetry import Recorder, TelemetryConfig
+from tenfold.engine.telemetry.recorder import Recorder, TelemetryConfig
 
 __all__ = [
     "BACKENDS",

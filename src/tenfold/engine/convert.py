@@ -24,9 +24,9 @@ from typing import Any
 
 from torch import nn
 
+from tenfold.engine.autoprecision.policy import PrecisionPolicy
 from tenfold.engine.backend import BACKENDS
 from tenfold.engine.linear import QuantConv1D, QuantLinear
-from tenfold.engine.policy import PrecisionPolicy
 from tenfold.engine.quant import QUANT_BACKENDS
 from tenfold.engine.recipes import Recipe
 from tenfold.engine.recipes import recipe as build_recipe

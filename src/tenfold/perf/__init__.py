@@ -11,23 +11,25 @@ Never imports torch (a test checks it). Public API:
   `validate_inference(...)` -> `ValidationReport`
 """
 
-from tenfold.perf.calibration import Calibration, fit_calibration, load_calibration
-from tenfold.perf.engines import ENGINE_NAMES, Engine, engine
-from tenfold.perf.hardware import Hardware, list_hardware, load_hardware
-from tenfold.perf.inference import (
+from tenfold.perf.calibration import Calibration, load_calibration
+from tenfold.perf.errors import Infeasible
+from tenfold.perf.serving.estimate import (
     Deployment,
     InferenceCurve,
     InferenceEstimate,
     estimate_inference,
     inference_curve,
 )
-from tenfold.perf.kvcache import kv_bytes_per_sequence, kv_bytes_per_token
-from tenfold.perf.layout import Layout
-from tenfold.perf.models import ModelSpec, list_models, load_model
-from tenfold.perf.precision import PRECISIONS, get_precision
-from tenfold.perf.stack import STACK_NAMES, Stack, stack
-from tenfold.perf.training import Infeasible, TrainingEstimate, estimate_training
-from tenfold.perf.validate_serving import validate_inference
+from tenfold.perf.serving.kvcache import kv_bytes_per_sequence, kv_bytes_per_token
+from tenfold.perf.serving.presets import ENGINE_NAMES, Engine, engine
+from tenfold.perf.specs.hardware import Hardware, list_hardware, load_hardware
+from tenfold.perf.specs.models import ModelSpec, list_models, load_model
+from tenfold.perf.specs.precision import PRECISIONS, get_precision
+from tenfold.perf.training.estimate import TrainingEstimate, estimate_training
+from tenfold.perf.training.layout import Layout
+from tenfold.perf.training.stack import STACK_NAMES, Stack, stack
+from tenfold.perf.validation.fit import fit_calibration
+from tenfold.perf.validation.serving import validate_inference
 
 __all__ = [
     "ENGINE_NAMES",

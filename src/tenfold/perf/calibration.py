@@ -28,16 +28,11 @@ training's) and two more parameters:
   problem in the grouped GEMMs: tile setup, partial waves, the permutation around it).
 Parameters listed in its `[fit] fixed_parameters` keep their committed values during a fit.
 
-`fit_calibration()` minimises the reliability-weighted mean absolute percentage error over the shipped
-validation rows with a Nelder-Mead search on transformed parameters (logit for fractions, log for the
-overhead); `leave_one_out()` refits without each row in turn to measure how well the model generalises.
-Run `python -m tenfold.perf.calibration --write` to refit and rewrite `data/calibration/training.toml`.
+This module holds the data only (the class, load and save); `tenfold.perf.validation.fit` fits it.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -46,9 +41,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from tenfold.perf.catalog import data_dir, read_toml
 from tenfold.perf.comm import Links
-from tenfold.perf.hardware import Hardware
+from tenfold.perf.specs.catalog import data_dir, read_toml
+from tenfold.perf.specs.hardware import Hardware
 
 # An architecture without its own fitted value borrows its predecessor's (Blackwell Ultra -> Blackwell).
 ARCH_FALLBACK = {"blackwell-ultra": "blackwell", "cdna4": "cdna3"}
@@ -211,7 +206,7 @@ def _sigmoid(x: float) -> float:
 
 def calibration_from_dict(d: dict, *, kind: str = "training") -> Calibration:
     p, fixed = d.get("parameters", {}), d.get("fixed", {})
-    return _kind(kind)(
+    return calibration_kind(kind)(
         gemm_efficiency=MappingProxyType({str(k): float(v) for k, v in d["gemm_efficiency"].items()}),
         fit=MappingProxyType(dict(d.get("fit", {}))),
         **{k: float(v) for k, v in p.items()},
@@ -219,7 +214,8 @@ def calibration_from_dict(d: dict, *, kind: str = "training") -> Calibration:
     )
 
 
-def _kind(kind: str) -> type[Calibration]:
+def calibration_kind(kind: str) -> type[Calibration]:
+    """The calibration class for 'training' or 'inference' (ValueError naming the choices otherwise)."""
     if kind not in KINDS:
         raise ValueError(f"unknown calibration kind {kind!r}; known: {', '.join(KINDS)}")
     return KINDS[kind]
@@ -228,7 +224,7 @@ def _kind(kind: str) -> type[Calibration]:
 def load_calibration(path: str | Path | None = None, *, kind: str = "training") -> Calibration:
     """The committed fit (`tenfold/data/calibration/training.toml`, or `inference.toml` for
     kind="inference") or a file of the same layout."""
-    src = Path(path) if path is not None else data_dir("calibration") / _kind(kind).FILE
+    src = Path(path) if path is not None else data_dir("calibration") / calibration_kind(kind).FILE
     return calibration_from_dict(read_toml(src), kind=kind)
 
 
@@ -252,141 +248,3 @@ def calibration_to_toml(cal: Calibration, *, header: str = "") -> str:
             else:
                 lines.append(f"{k} = {v!r}")
     return "\n".join(lines) + "\n"
-
-
-# ---- fitting -----------------------------------------------------------------------------------
-RELIABILITY_WEIGHT = {"high": 1.0, "medium": 0.5, "low": 0.25}
-ERROR_CAP = 0.5
-
-
-def nelder_mead(f, x0: np.ndarray, *, step: float = 0.3, iters: int = 600, tol: float = 1e-6) -> np.ndarray:
-    """Minimise f from x0 (Nelder & Mead 1965, standard coefficients). Plain and dependency-free."""
-    n = len(x0)
-    simplex = [x0.astype(float)] + [x0 + step * np.eye(n)[i] for i in range(n)]
-    values = [f(x) for x in simplex]
-    for _ in range(iters):
-        order = np.argsort(values)
-        simplex = [simplex[i] for i in order]
-        values = [values[i] for i in order]
-        if abs(values[-1] - values[0]) < tol:
-            break
-        centroid = np.mean(simplex[:-1], axis=0)
-        xr = centroid + (centroid - simplex[-1])
-        fr = f(xr)
-        if fr < values[0]:
-            xe = centroid + 2.0 * (centroid - simplex[-1])
-            fe = f(xe)
-            simplex[-1], values[-1] = (xe, fe) if fe < fr else (xr, fr)
-        elif fr < values[-2]:
-            simplex[-1], values[-1] = xr, fr
-        else:
-            xc = centroid + 0.5 * (simplex[-1] - centroid)
-            fc = f(xc)
-            if fc < values[-1]:
-                simplex[-1], values[-1] = xc, fc
-            else:
-                best = simplex[0]
-                simplex = [best] + [best + 0.5 * (x - best) for x in simplex[1:]]
-                values = [values[0]] + [f(x) for x in simplex[1:]]
-    return simplex[int(np.argmin(values))]
-
-
-def _validator(kind: str):
-    """The validation module whose `load_cases` / `predict_case` a fit of this kind uses."""
-    _kind(kind)
-    if kind == "inference":
-        from tenfold.perf import validate_serving
-
-        return validate_serving
-    from tenfold.perf import validate
-
-    return validate
-
-
-def fit_calibration(
-    cases=None,
-    *,
-    start: Calibration | None = None,
-    iters: int = 600,
-    restarts: int = 2,
-    exclude: frozenset[str] = frozenset(),
-    kind: str = "training",
-) -> Calibration:
-    """Fit the free parameters on validation cases (default: the shipped rows), leaving out `exclude` ids.
-
-    Objective: reliability-weighted mean |predicted/measured - 1| over the rows that can be predicted,
-    each row's error capped at `ERROR_CAP` so that one unexplained outlier cannot move every efficiency.
-    `kind` picks the model: "training" (training_runs.csv) or "inference" (inference_runs.csv).
-    """
-    validate = _validator(kind)
-    cases = validate.load_cases() if cases is None else cases
-    cases = [c for c in cases if c.reason == "" and c.id not in exclude]
-    start = start or load_calibration(kind=kind)
-    weights = np.array([RELIABILITY_WEIGHT.get(c.reliability, 0.5) for c in cases])
-
-    def objective(x: np.ndarray) -> float:
-        cal = start.from_vector(x)
-        errs = np.array([abs(validate.predict_case(c, cal).error) for c in cases])
-        errs = np.minimum(np.where(np.isfinite(errs), errs, ERROR_CAP), ERROR_CAP)
-        return float(np.sum(weights * errs) / np.sum(weights))
-
-    x = start.to_vector()
-    for _ in range(restarts):
-        x = nelder_mead(objective, x, iters=iters)
-    fitted = start.from_vector(x)
-    info = dict(start.fit) | {
-        "rows": len(cases),
-        "objective_value": round(objective(x), 5),
-        "date": datetime.date.today().isoformat(),
-        "objective": "reliability-weighted MAPE, errors capped at 50%",
-    }
-    return replace(fitted, fit=MappingProxyType(info))
-
-
-def leave_one_out(
-    cases=None, *, start: Calibration | None = None, iters: int = 250, kind: str = "training"
-) -> dict[str, float]:
-    """Refit without each row and predict it: id -> held-out signed error (predicted/measured - 1)."""
-    validate = _validator(kind)
-    cases = validate.load_cases() if cases is None else cases
-    start = start or load_calibration(kind=kind)
-    out = {}
-    for c in cases:
-        if c.reason:
-            continue
-        cal = fit_calibration(
-            cases, start=start, iters=iters, restarts=1, exclude=frozenset({c.id}), kind=kind
-        )
-        out[c.id] = validate.predict_case(c, cal).error
-    return out
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="Refit a calibration on the shipped validation rows.")
-    ap.add_argument("--kind", choices=list(KINDS), default="training")
-    ap.add_argument("--write", action="store_true", help="rewrite tenfold/data/calibration/<kind>.toml")
-    ap.add_argument("--iters", type=int, default=600)
-    ap.add_argument("--loo", action="store_true", help="also report leave-one-out errors")
-    args = ap.parse_args(argv)
-    cal = fit_calibration(iters=args.iters, kind=args.kind)
-    runs = "training_runs.csv" if args.kind == "training" else "inference_runs.csv"
-    header = (
-        f"Fitted by `python -m tenfold.perf.calibration --kind {args.kind} --write`\n"
-        f"(tenfold.perf.calibration.fit_calibration) on tenfold/data/validation/{runs};\n"
-        "see the module docstring for what each value means and BOUNDS for each one's physical range."
-    )
-    text = calibration_to_toml(cal, header=header)
-    print(text)
-    if args.write:
-        target = Path(str(data_dir("calibration") / _kind(args.kind).FILE))
-        target.write_text(text)
-        print(f"wrote {target}")
-    if args.loo:
-        errs = leave_one_out(start=cal, kind=args.kind)
-        for k, v in errs.items():
-            print(f"{k:45s} {v * 100:+7.1f} %")
-        print(f"leave-one-out MAPE {np.mean(np.abs(list(errs.values()))) * 100:.2f} % over {len(errs)} rows")
-
-
-if __name__ == "__main__":
-    main()

@@ -13,7 +13,7 @@ A GEMM A[m,k]·B[k,n] costs 2mkn FLOP; training costs 3x the forward pass (backw
 
 from __future__ import annotations
 
-from tenfold.perf.models import ModelSpec
+from tenfold.perf.specs.models import ModelSpec
 
 CONVENTIONS = ("model", "hardware_incl_recompute")
 

@@ -11,9 +11,9 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from tenfold.perf.inference_results import InferenceCurve, InferenceEstimate
-from tenfold.perf.search import SearchResult
-from tenfold.perf.training import TrainingEstimate
+from tenfold.perf.serving.results import InferenceCurve, InferenceEstimate
+from tenfold.perf.training.estimate import TrainingEstimate
+from tenfold.perf.training.search import SearchResult
 from tenfold.report.page import Chart
 
 # one colour per part, kept across charts so "compute" is always the same blue

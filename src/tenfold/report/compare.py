@@ -9,11 +9,11 @@ import math
 from pathlib import Path
 
 from tenfold.cost.results import Comparison, ComparisonSet, ServingRow, TrainingRow
-from tenfold.cost.sensitivity import Tornado
-from tenfold.perf.inference import inference_curve
-from tenfold.perf.inference_results import InferenceCurve
-from tenfold.perf.inference_search import search_inference
-from tenfold.perf.training import Infeasible
+from tenfold.cost.tornado import Tornado
+from tenfold.perf.errors import Infeasible
+from tenfold.perf.serving.estimate import inference_curve
+from tenfold.perf.serving.results import InferenceCurve
+from tenfold.perf.serving.search import search_inference
 from tenfold.report.charts import (
     inference_curve_chart,
     layout,

@@ -103,7 +103,8 @@ class ByteDataset:
         self, n: int, batch_size: int, seq_len: int, seed: int
     ) -> list[tuple[torch.Tensor, ...]]:
         """`n` training-split batches a run never trains on (indices from CALIBRATION_INDEX on), for
-        measurements such as `tenfold.engine.sensitivity` that must leave the validation batches alone."""
+        measurements such as `tenfold.engine.autoprecision.sensitivity` that must leave the validation
+        batches alone."""
         return [self.batch("train", CALIBRATION_INDEX + i, batch_size, seq_len, seed) for i in range(n)]
 
     def batch(

@@ -21,11 +21,11 @@ import torch
 import torch.nn.functional as F
 
 from tenfold.engine import ConversionPolicy, ConversionReport, convert, recipe, update_scaling
+from tenfold.engine.autoprecision.policy import PrecisionPolicy
 from tenfold.engine.backend import BACKENDS
-from tenfold.engine.policy import PrecisionPolicy
 from tenfold.engine.quant import QUANT_BACKENDS
 from tenfold.engine.recipes import RECIPE_NAMES
-from tenfold.engine.telemetry import Recorder
+from tenfold.engine.telemetry.recorder import Recorder
 from tenfold.train.data import DEFAULT_MAX_BYTES, ByteDataset, load_corpus
 from tenfold.train.model import GPT, MODEL_SIZES, GPTConfig
 

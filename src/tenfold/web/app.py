@@ -23,13 +23,14 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from tenfold.cost.compare import compare_training, gpu_ladder
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload, precisions_for
-from tenfold.perf.hardware import load_hardware
-from tenfold.perf.inference import Deployment, estimate_inference, inference_curve
-from tenfold.perf.layout import Layout
-from tenfold.perf.models import load_model
-from tenfold.perf.search import MICRO_BATCHES, RECOMPUTES, ZERO_STAGES, search_training
-from tenfold.perf.stack import stack
-from tenfold.perf.training import Infeasible, estimate_training
+from tenfold.perf.errors import Infeasible
+from tenfold.perf.serving.estimate import Deployment, estimate_inference, inference_curve
+from tenfold.perf.specs.hardware import load_hardware
+from tenfold.perf.specs.models import load_model
+from tenfold.perf.training.estimate import estimate_training
+from tenfold.perf.training.layout import Layout
+from tenfold.perf.training.search import MICRO_BATCHES, RECOMPUTES, ZERO_STAGES, search_training
+from tenfold.perf.training.stack import stack
 from tenfold.report.charts import (
     inference_breakdown_chart,
     inference_curve_chart,

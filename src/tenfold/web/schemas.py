@@ -13,13 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tenfold.cost.defaults import load_cost_defaults
 from tenfold.cost.workloads import DEFAULT_GPUS
-from tenfold.perf.engines import ENGINE_NAMES
-from tenfold.perf.hardware import list_hardware
-from tenfold.perf.inference import WEIGHT_PRECISIONS
-from tenfold.perf.kvcache import KV_PRECISIONS
-from tenfold.perf.models import list_models
-from tenfold.perf.precision import PRECISIONS
-from tenfold.perf.stack import STACK_NAMES
+from tenfold.perf.serving.estimate import WEIGHT_PRECISIONS
+from tenfold.perf.serving.kvcache import KV_PRECISIONS
+from tenfold.perf.serving.presets import ENGINE_NAMES
+from tenfold.perf.specs.hardware import list_hardware
+from tenfold.perf.specs.models import list_models
+from tenfold.perf.specs.precision import PRECISIONS
+from tenfold.perf.training.stack import STACK_NAMES
 
 # the shipped catalogs, read from package data (no probe of this machine)
 MODEL_NAMES = tuple(list_models())

@@ -1,0 +1,1 @@
+"""Post-training quantization for inference and the agreement metrics that judge it."""

@@ -1,0 +1,187 @@
+"""The serving model's inputs and results as frozen dataclasses: `Deployment` (how an instance spreads a
+model over its GPUs), `InferenceEstimate` (one configuration at one concurrency), `InferenceCurve` (the
+throughput-versus-interactivity curve). Computed by `inference.py`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from tenfold.perf.errors import Infeasible
+from tenfold.perf.specs.models import ModelSpec
+
+STEP_PARTS = ("attn_proj", "attention", "ffn", "tp", "ep", "head", "draft", "overhead")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deployment:
+    """How one serving instance spreads a model over its GPUs (GPUs = tp·dp).
+
+    Fields:
+        tp: attention tensor parallelism (heads and their KV split over tp ranks).
+        dp: attention data parallelism: dp attention replicas, each with its own batch and KV cache
+            (TensorRT-LLM `enable_attention_dp`, SGLang DP attention); requires tp = 1.
+        ep: expert parallelism over the instance's GPUs; the remaining factor GPUs/ep splits each expert
+            (expert tensor parallelism, TensorRT-LLM's `--tp 8 --ep 2` = experts TP4 x EP2).
+    """
+
+    tp: int = 1
+    dp: int = 1
+    ep: int = 1
+
+    def __post_init__(self) -> None:
+        for key in ("tp", "dp", "ep"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def moe_tp(self) -> int:
+        return self.gpus // self.ep
+
+    def describe(self) -> str:
+        if self.dp > 1:
+            return f"DEP{self.gpus} (attention DP{self.dp}, EP{self.ep})" if self.ep > 1 else f"DP{self.dp}"
+        text = f"TP{self.tp}"
+        if self.ep > 1:
+            text += f" EP{self.ep}" + (f" (expert TP{self.moe_tp})" if self.moe_tp > 1 else "")
+        return text
+
+    def problems(self, model: ModelSpec) -> list[str]:
+        """Structural reasons this deployment cannot run the model (numbers printed)."""
+        out = []
+        if self.gpus % self.ep:
+            out.append(f"EP={self.ep} does not divide the {self.gpus} GPUs (tp·dp)")
+        if self.ep > 1 and not model.is_moe:
+            out.append(f"EP={self.ep} needs an MoE model; {model.name} is dense")
+        if self.dp > 1 and self.tp > 1:
+            out.append(f"attention DP{self.dp} with TP{self.tp} is not modelled (attention DP uses tp = 1)")
+        if self.dp > 1 and model.is_moe and self.moe_tp > 1:
+            out.append(f"attention DP with expert TP{self.moe_tp} is not modelled (use ep = tp·dp)")
+        if model.heads % self.tp:
+            out.append(f"TP={self.tp} does not divide {model.heads} attention heads")
+        if not model.is_mla and model.kv_heads % self.tp and self.tp % model.kv_heads:
+            out.append(f"TP={self.tp} and {model.kv_heads} KV heads: neither divides the other")
+        if model.is_moe and model.experts % self.ep:
+            out.append(f"EP={self.ep} does not divide {model.experts} experts")
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepBreakdown:
+    """Seconds of one engine step on one GPU; the fields sum to `step_s`."""
+
+    attn_proj_s: float
+    attention_s: float
+    ffn_s: float
+    tp_s: float
+    ep_s: float
+    head_s: float
+    draft_s: float
+    overhead_s: float
+    step_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferenceEstimate:
+    """One serving configuration at one concurrency. Rates are NaN when infeasible.
+
+    concurrency: requests in flight the estimate is for (the capacity when none was given);
+    batch_per_rank: sequences the busiest attention rank runs; capacity: the most the instance runs at
+    once and `limited_by` what sets it (kv_memory, max_batch_size, max_num_tokens);
+    output_tokens_per_s_per_gpu counts generated tokens, total_tokens_per_s_per_gpu input + output;
+    usd_per_m_output_tokens / usd_per_m_total_tokens the cost per million tokens of each kind at
+    usd_per_gpu_hour.
+    """
+
+    model: str
+    hardware: str
+    deployment: Deployment
+    precision: str
+    activations: str
+    attention_precision: str
+    kv_precision: str
+    engine: str
+    input_len: int
+    output_len: int
+    draft_tokens: int
+    accepted_tokens: float
+    num_gpus: int
+    feasible: bool
+    reason: str
+    concurrency: int
+    batch_per_rank: int
+    capacity: int
+    limited_by: str
+    ttft_ms: float
+    tpot_ms: float
+    step_time_ms: float
+    output_tokens_per_s_per_gpu: float
+    total_tokens_per_s_per_gpu: float
+    output_tokens_per_s_per_user: float
+    usd_per_gpu_hour: float
+    usd_per_m_output_tokens: float
+    usd_per_m_total_tokens: float
+    weights_GiB: float
+    workspace_GiB: float
+    kv_budget_GiB: float
+    kv_per_sequence_GiB: float
+    capacity_GiB: float
+    breakdown: StepBreakdown | None
+    calibrated: bool
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def raise_if_infeasible(self) -> InferenceEstimate:
+        if not self.feasible:
+            raise Infeasible(self.reason)
+        return self
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["notes"] = list(self.notes)
+        d["token_kinds"] = {
+            "usd_per_m_output_tokens": "generated tokens only",
+            "usd_per_m_total_tokens": "input + output tokens",
+        }
+        return d
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurvePoint:
+    """One concurrency on the throughput-versus-interactivity curve."""
+
+    concurrency: int
+    batch_per_rank: int
+    saturated: bool
+    output_tokens_per_s_per_gpu: float
+    total_tokens_per_s_per_gpu: float
+    output_tokens_per_s_per_user: float
+    ttft_ms: float
+    tpot_ms: float
+    usd_per_m_output_tokens: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferenceCurve:
+    """tok/s/GPU against tok/s/user over concurrency for one configuration (plot y against x)."""
+
+    model: str
+    hardware: str
+    deployment: Deployment
+    precision: str
+    kv_precision: str
+    engine: str
+    input_len: int
+    output_len: int
+    capacity: int
+    usd_per_gpu_hour: float
+    points: tuple[CurvePoint, ...]
+    x: str = "output_tokens_per_s_per_user"
+    y: str = "output_tokens_per_s_per_gpu"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["points"] = [asdict(p) for p in self.points]
+        return d

@@ -1,0 +1,236 @@
+"""Serving search: the deployment, weight format and concurrency that give the most output tokens/s per GPU
+while every user still gets at least a target interactivity (tokens/s per user) and a TTFT limit.
+
+This is the InferenceMAX reading of the throughput-versus-interactivity curve: at a fixed tok/s/user, the
+deployment whose curve is highest wins. Enumerated (each through `inference_curve`, vectorised over
+concurrency):
+
+* TP over t GPUs (t divides the head count, the KV-head rule holds, t <= max_gpus), with expert
+  parallelism e over the same GPUs for MoE models (e divides the experts and t);
+* attention data parallelism over d GPUs (powers of two) with EP = d for MoE models (DEP, the
+  wide-EP recipe of TensorRT-LLM / SGLang);
+* concurrency on a geometric grid (4 points per doubling) up to the batch limit; queued points are excluded.
+
+The best point per (deployment, precision) is the largest throughput among the points meeting both limits.
+No pipeline parallelism: the serving model has none (docs/inference.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from tenfold.perf.errors import Infeasible
+from tenfold.perf.serving.estimate import inference_curve
+from tenfold.perf.serving.presets import Engine, engine
+from tenfold.perf.serving.results import Deployment
+from tenfold.perf.specs.hardware import Hardware, load_hardware
+from tenfold.perf.specs.models import ModelSpec, load_model
+from tenfold.perf.specs.precision import check_supported, get_precision
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def deployments(model: ModelSpec, max_gpus: int) -> list[Deployment]:
+    """Candidate deployments of one instance (module docstring), structurally valid for the model."""
+    eps = _divisors(model.experts) if model.is_moe else [1]
+    out = []
+    for tp in _divisors(model.heads):
+        if tp > max_gpus:
+            continue
+        for ep in eps:
+            if tp % ep == 0:
+                out.append(Deployment(tp=tp, ep=ep))
+    if model.is_moe:
+        d = 2
+        while d <= max_gpus:
+            if model.experts % d == 0:
+                out.append(Deployment(dp=d, ep=d))
+            d *= 2
+    return [d for d in out if not d.problems(model)]
+
+
+def concurrency_grid(capacity: int) -> list[int]:
+    """Geometric concurrencies, 4 per doubling, from 1 up to `capacity` (always included)."""
+    grid = {1, capacity}
+    i = 0
+    while True:
+        c = round(2 ** (i / 4))
+        if c > capacity:
+            break
+        grid.add(c)
+        i += 1
+    return sorted(grid)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingPoint:
+    """The best operating point of one deployment and precision under the limits."""
+
+    model: str
+    hardware: str
+    deployment: Deployment
+    precision: str
+    kv_precision: str
+    instance_gpus: int
+    concurrency: int
+    output_tokens_per_s_per_gpu: float
+    output_tokens_per_s_per_user: float
+    ttft_ms: float
+    tpot_ms: float
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["deployment"] = asdict(self.deployment) | {"describe": self.deployment.describe()}
+        return d
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingSearch:
+    """Fields: best (None if nothing meets the limits), the limits, how many deployments were tried and
+    fitted in memory, and the most interactivity any fitted deployment reached under the TTFT limit
+    (`max_tokens_per_s_per_user`, for explaining infeasibility)."""
+
+    model: str
+    hardware: str
+    precision: str
+    kv_precision: str
+    input_len: int
+    output_len: int
+    min_tokens_per_s_per_user: float
+    max_ttft_ms: float
+    best: ServingPoint | None
+    tried: int
+    fits: int
+    max_tokens_per_s_per_user: float
+    reason: str
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["best"] = self.best.to_dict() if self.best else None
+        return d
+
+
+def kv_for(precision: str) -> str:
+    """KV-cache format used with a weight format: FP8 for 8- and 4-bit weights, BF16 for 16-bit ones."""
+    return "bf16" if get_precision(precision).bits_class == "16" else "fp8"
+
+
+def search_inference(
+    model: ModelSpec | str,
+    hardware: Hardware | str,
+    *,
+    input_len: int,
+    output_len: int,
+    min_tokens_per_s_per_user: float,
+    max_ttft_ms: float,
+    precision: str = "fp8",
+    kv_precision: str | None = None,
+    serving_engine: Engine | str = "trtllm",
+    max_gpus: int = 128,
+    progress: Callable[[int, int], None] | None = None,
+) -> ServingSearch:
+    """The highest tok/s/GPU meeting `min_tokens_per_s_per_user` and `max_ttft_ms` (module docstring).
+
+    Raises ValueError for bad input (unknown names, non-positive limits, a format the GPU cannot run)."""
+    m = load_model(model) if isinstance(model, str) else model
+    hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
+    eng = engine(serving_engine) if isinstance(serving_engine, str) else serving_engine
+    if not min_tokens_per_s_per_user > 0 or not max_ttft_ms > 0:
+        raise ValueError(
+            f"interactivity and TTFT limits must be > 0, got {min_tokens_per_s_per_user} tok/s/user "
+            f"and {max_ttft_ms} ms"
+        )
+    if max_gpus < 1:
+        raise ValueError(f"max_gpus must be >= 1, got {max_gpus}")
+    why = check_supported(get_precision(precision), hw)
+    if why:
+        raise ValueError(why)
+    kv = kv_precision or kv_for(precision)
+    cands = deployments(m, max_gpus)
+    best: ServingPoint | None = None
+    fits = 0
+    reach = 0.0
+    for i, dep in enumerate(cands):
+        try:
+            cap_curve = inference_curve(
+                m,
+                hw,
+                dep,
+                input_len=input_len,
+                output_len=output_len,
+                precision=precision,
+                kv_precision=kv,
+                engine=eng,
+                concurrencies=[1],
+            )
+        except Infeasible:
+            if progress:
+                progress(i + 1, len(cands))
+            continue
+        fits += 1
+        curve = inference_curve(
+            m,
+            hw,
+            dep,
+            input_len=input_len,
+            output_len=output_len,
+            precision=precision,
+            kv_precision=kv,
+            engine=eng,
+            concurrencies=concurrency_grid(cap_curve.capacity),
+        )
+        for p in curve.points:
+            if p.saturated or not p.ttft_ms <= max_ttft_ms:
+                continue
+            reach = max(reach, p.output_tokens_per_s_per_user)
+            if p.output_tokens_per_s_per_user < min_tokens_per_s_per_user:
+                continue
+            better = best is None or p.output_tokens_per_s_per_gpu > best.output_tokens_per_s_per_gpu * (
+                1 + 1e-9
+            )
+            if better:
+                best = ServingPoint(
+                    model=m.name,
+                    hardware=hw.name,
+                    deployment=dep,
+                    precision=precision,
+                    kv_precision=kv,
+                    instance_gpus=dep.gpus,
+                    concurrency=p.concurrency,
+                    output_tokens_per_s_per_gpu=p.output_tokens_per_s_per_gpu,
+                    output_tokens_per_s_per_user=p.output_tokens_per_s_per_user,
+                    ttft_ms=p.ttft_ms,
+                    tpot_ms=p.tpot_ms,
+                )
+        if progress:
+            progress(i + 1, len(cands))
+    if best is not None:
+        reason = ""
+    elif not fits:
+        reason = f"no deployment of up to {max_gpus} {hw.name} GPUs holds {m.name} in {precision}"
+    elif reach == 0.0:
+        reason = f"no deployment meets TTFT <= {max_ttft_ms:,.0f} ms at ISL {input_len}"
+    else:
+        reason = (
+            f"at TTFT <= {max_ttft_ms:,.0f} ms the best {hw.name} deployment reaches {reach:.1f} tok/s/user, "
+            f"below the {min_tokens_per_s_per_user:g} required"
+        )
+    return ServingSearch(
+        model=m.name,
+        hardware=hw.name,
+        precision=precision,
+        kv_precision=kv,
+        input_len=input_len,
+        output_len=output_len,
+        min_tokens_per_s_per_user=min_tokens_per_s_per_user,
+        max_ttft_ms=max_ttft_ms,
+        best=best,
+        tried=len(cands),
+        fits=fits,
+        max_tokens_per_s_per_user=reach if fits else math.nan,
+        reason=reason,
+    )

@@ -1,0 +1,275 @@
+"""Time of one serving-engine step on one GPU: prefill and decode tokens through every layer.
+
+One step (continuous batching with chunked prefill, engines.py) carries `b` running sequences per attention
+rank, each decoding `q` tokens (1, or 1 + draft tokens under speculative decoding), plus `p` prefill tokens
+of new requests. The linear layers see T = b·q + p tokens at once; attention runs a decode kernel over the
+cached context and a prefill kernel over the prompts (shared/research/inference.md §A8):
+
+* GEMM (roofline per op, LLM-Viewer / llm-analysis): t = max(2·T·W / R, (W·b_w + activations) / BW), W the
+  weights on this GPU, R the sustained FLOP/s of the operand format, BW the sustained HBM bandwidth.
+  Small batches are weight-bandwidth-bound (every weight byte is read once per step); large ones
+  compute-bound: a weight byte yields 2·T/b_w FLOPs, so decode turns compute-bound near T ≈ ridge·b_w/2.
+* Attention, decode: reads each sequence's KV cache once per step, t = max(flops / R_attn, KV bytes / BW),
+  flops = 2·T_dec·ctx·heads·(d_qk + d_v) for MHA/GQA; MLA with absorbed weights acts as MQA over the
+  latent (TensorRT-LLM blog 3): 2·(2·r_kv + d_rope) per head and cached token. Prefill: causal
+  2·p·ctx·heads·(d_qk + d_v) with ctx = ISL/2 (flops.attention_context; sliding windows capped).
+  Attention MMAs run at the KV format's tensor rate (FP8 KV -> FP8 MQA kernels, blog 3), scaled by the
+  fitted attention efficiency.
+* MoE (research A8): per GPU a step touches E_loc·(1 - (1 - k/E)^T_ep) of its E_loc experts (uniform
+  routing over the T_ep tokens the expert-parallel group sees): T_ep = 1 gives k·E_loc/E, large T_ep all
+  of them. Expert FLOPs are balanced: T_ep·k/ep token-expert pairs per EP rank. Grouped GEMMs compute at
+  `moe_efficiency` of the dense-GEMM rate (many small per-expert problems), stream the touched experts'
+  weights at the HBM rate, and pay a fixed cost per touched expert (`expert_overhead_us`).
+* Communication (comm.py links): TP all-reduce after attention and after the FFN (2 per layer) of T·h·2
+  bytes, the faster of ring (2(n-1)/n·S/B + latency per step) and one-shot (each rank reads the other n-1
+  buffers: (n-1)·S/B + one latency; TensorRT-LLM's oneshotAllReduce) inside the scale-up domain, ring
+  across it. Under attention data parallelism + EP the MoE layer exchanges tokens in the activation
+  format (e.g. FP4, blog 3) and returns outputs in BF16, either as an all-gather + reduce-scatter over the
+  EP group (TensorRT-LLM's CUTLASS path) or all-to-all with one copy per distinct remote rank holding one
+  of the token's experts (DeepEP); the share leaving the scale-up domain runs on the network (comm.py).
+  Exposed unless the engine overlaps it (two-batch overlap).
+* Overheads: a fitted fixed cost per kernel (CUDA-graph launched) and per step (scheduler, sampler).
+
+Overlap rules: GEMM compute and weight reads overlap within a kernel (the max); kernels of a layer run one
+after another (sum); prefill and decode tokens share the linear layers of a step; TP all-reduces are
+exposed; the MoE all-to-all is exposed unless `ep_overlap`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tenfold.perf import comm
+from tenfold.perf.calibration import Calibration
+from tenfold.perf.flops import attention_context
+from tenfold.perf.serving.kvcache import kv_bytes_per_sequence, stored_tokens
+from tenfold.perf.specs.hardware import Hardware
+from tenfold.perf.specs.models import ModelSpec
+from tenfold.perf.specs.precision import Precision
+
+KERNELS_DENSE = 10  # norm, QKV GEMM, RoPE + KV append, decode attn, prefill attn, O GEMM, AR + norm, FFN x3
+KERNELS_MOE = 16  # as dense + router, top-k, permute, 2 grouped GEMMs, activation, finalize, 2 collectives
+KERNELS_HEAD = 3  # final norm, head GEMM, sampler
+
+
+@dataclass(frozen=True, kw_only=True)
+class Formats:
+    """Number formats of one deployment: `weights` for dense FFN and expert GEMMs (`activations` their
+    input format, which sets the tensor-core rate), `attention` for the attention projections, `kv` for the
+    cache. The output head, router, embeddings and MTP modules stay BF16 (ModelOpt excludes lm_head; the
+    TensorRT-LLM DeepSeek recipe keeps router and MTP in BF16, blog 1)."""
+
+    weights: Precision
+    activations: Precision
+    attention: Precision
+    kv: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingRates:
+    """Sustained per-GPU rates (FLOP/s, bytes/s) and fixed costs (s) for one hardware, formats, fit."""
+
+    ffn_flops: float
+    attn_proj_flops: float
+    bf16_flops: float
+    attn_flops: float
+    hbm_Bps: float
+    kernel_s: float
+    step_s: float
+    moe_layer_s: float
+    expert_s: float
+    moe_efficiency: float
+
+
+def serving_rates(hw: Hardware, f: Formats, cal: Calibration, kv_compute: Precision) -> ServingRates:
+    """Rates for the deployment's formats. `kv_compute` is the format attention MMAs run in."""
+
+    def rate(p: Precision) -> float:
+        return hw.peak(p.peak_key) * cal.gemm(hw.arch, p.bits_class)
+
+    e16 = hw.peak("bf16") * cal.gemm(hw.arch, "16")
+    return ServingRates(
+        ffn_flops=rate(f.activations),
+        attn_proj_flops=rate(f.attention),
+        bf16_flops=e16,
+        attn_flops=rate(kv_compute) * cal.attention_efficiency,
+        hbm_Bps=hw.hbm_Bps * cal.hbm_efficiency,
+        kernel_s=cal.kernel_overhead_us * 1e-6,
+        step_s=getattr(cal, "step_overhead_us", 0.0) * 1e-6,
+        moe_layer_s=cal.moe_layer_overhead_us * 1e-6,
+        expert_s=getattr(cal, "expert_overhead_us", 0.0) * 1e-6,
+        moe_efficiency=getattr(cal, "moe_efficiency", 1.0),
+    )
+
+
+def _gemm(tokens, params, w_bytes: float, rate: float, bw: float, act_bytes=0.0):
+    """Roofline time of a GEMM over `tokens` rows with `params` weights on this GPU."""
+    return np.maximum(2.0 * tokens * params / rate, (params * w_bytes + act_bytes) / bw)
+
+
+def all_reduce_time(size_bytes, n: int, links: comm.Links):
+    """TP all-reduce: the faster of ring (comm.all_reduce_time) and one-shot inside a scale-up domain."""
+    if n <= 1:
+        return np.zeros_like(np.asarray(size_bytes, dtype=float))
+    ring = comm.all_reduce_time(size_bytes, n, 1.0, links)
+    if n > links.domain:
+        return ring
+    one_shot = links.up_latency_s + (n - 1) * np.asarray(size_bytes, dtype=float) / links.up_Bps
+    return np.minimum(ring, one_shot)
+
+
+def dispatch_time(tokens, *, ep: int, topk: int, hidden: int, elem_bytes: float, links: comm.Links):
+    """One all-to-all moving each of `tokens` tokens (per GPU) to the distinct remote ranks holding its
+    experts: under uniform routing a given other rank receives it with probability 1 - (1 - 1/ep)^k."""
+    if ep <= 1:
+        return np.zeros_like(np.asarray(tokens, dtype=float))
+    remote = (ep - 1) * (1.0 - (1.0 - 1.0 / ep) ** topk)
+    size = np.asarray(tokens, dtype=float) * hidden * elem_bytes * remote
+    n_in = min(ep, links.domain)
+    intra = size * (n_in - 1) / (ep - 1)
+    return comm.all_to_all_time(intra, size - intra, ep, links)
+
+
+def experts_touched(tokens, *, experts_local: float, topk: int, experts: int):
+    """Expected distinct experts of a GPU's `experts_local` that a step of `tokens` tokens routes to,
+    E_loc·(1 - (1 - k/E)^T) under uniform routing (research A8)."""
+    t = np.asarray(tokens, dtype=float)
+    return experts_local * (1.0 - (1.0 - topk / experts) ** t)
+
+
+def step_times(
+    model: ModelSpec,
+    *,
+    formats: Formats,
+    rates: ServingRates,
+    links: comm.Links,
+    tp: int,
+    dp: int,
+    ep: int,
+    b,
+    p,
+    q: float,
+    ctx_dec: float,
+    isl: int,
+    p_mean=None,
+    draft_tokens: int = 0,
+    ep_overlap: bool = False,
+    ep_comm: str = "alltoall",
+) -> dict[str, np.ndarray]:
+    """Seconds of one engine step on one GPU, by part, for `b` decoding sequences and `p` prefill tokens
+    on the busiest attention rank (arrays broadcast); `p_mean` is the mean prefill per rank, which sets
+    the tokens the expert-parallel group routes (default p). `ctx_dec` is the mean cached context of a
+    decoding sequence, `isl` the prompt length (for prefill attention). Parts: attention projections,
+    attention core, FFN (dense + MoE GEMMs and elementwise), TP all-reduce, EP all-to-all, head, draft
+    (MTP) passes, fixed overheads, and their sum `step`. `ep_comm` is the engine's MoE exchange under
+    attention DP ("alltoall" or "allgather")."""
+    p_mean = p if p_mean is None else p_mean
+    b, p, p_mean = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (b, p, p_mean)))
+    r = rates
+    bw = r.hbm_Bps
+    h, a = model.hidden, model.heads
+    gpus = tp * dp
+    moe_tp = gpus // ep
+    t_loc = b * q + p  # tokens through the linear layers on this attention rank
+    heads = a / tp
+    out: dict[str, np.ndarray] = {}
+
+    # ---- attention projections (per layer, same for dense and MoE layers) -----------------------
+    p_attn = model.attention_matmul_params() / tp
+    proj = _gemm(t_loc, p_attn, formats.attention.operand_bytes, r.attn_proj_flops, bw, t_loc * 4 * h * 2.0)
+
+    # ---- attention core over all layers -----------------------------------------------------------
+    if model.is_mla:
+        dec_per = 2.0 * (2 * model.kv_lora_rank + model.qk_rope_head_dim)
+    else:
+        dec_per = 2.0 * (model.qk_head_dim + model.v_dim)
+    dec_flops = b * q * heads * dec_per * stored_tokens(model, ctx_dec)
+    dec_bytes = b * kv_bytes_per_sequence(model, formats.kv, ctx_dec, tp=tp)
+    pf_ctx = attention_context(model, isl, causal=True) if isl > 0 else 0.0
+    pf_flops = p * heads * 2.0 * (model.qk_head_dim + model.v_dim) * pf_ctx * model.layers
+    kv_write = p * kv_bytes_per_sequence(model, formats.kv, 1.0, tp=tp)
+    out["attention_s"] = (
+        np.maximum(dec_flops / r.attn_flops, dec_bytes / bw) + pf_flops / r.attn_flops + kv_write / bw
+    )
+    out["attn_proj_s"] = model.layers * proj
+
+    # ---- FFN: dense layers, then MoE layers --------------------------------------------------------
+    wb = formats.weights.operand_bytes
+    gate = 3 if model.gated else 2
+    ffn = np.zeros_like(b)
+    if model.n_dense_layers:
+        f_loc = model.ffn / tp
+        dense = _gemm(
+            t_loc, model.mlp_matmul_params(model.ffn) / tp, wb, r.ffn_flops, bw, t_loc * 4 * h * 2.0
+        )
+        dense = dense + t_loc * (16 * h + gate * f_loc * 2.0) / bw  # add+norm x2, activation
+        ffn = ffn + model.n_dense_layers * dense
+    ep_time = np.zeros_like(b)
+    if model.moe_layers:
+        k, fe, n_exp = model.topk, model.moe_ffn, model.experts
+        t_ep = (b * q + p_mean) * dp  # tokens the expert-parallel group routes per step
+        pairs = t_ep * k / ep  # token-expert pairs per EP rank
+        e_params = model.expert_params() / moe_tp
+        touched = experts_touched(t_ep, experts_local=n_exp / ep, topk=k, experts=n_exp)
+        moe = np.maximum(
+            2.0 * pairs * e_params / (r.ffn_flops * r.moe_efficiency),
+            (touched * e_params * wb + pairs * 4 * h * 2.0) / bw,
+        )
+        moe = moe + _gemm(t_loc, h * n_exp, 2.0, r.bf16_flops, bw)  # router (BF16)
+        if model.shared_experts:
+            fs = model.shared_experts * fe
+            moe = moe + _gemm(
+                t_loc, model.mlp_matmul_params(fs) / tp, wb, r.ffn_flops, bw, t_loc * 4 * h * 2.0
+            )
+        moe = moe + (t_loc * 16 * h * 2.0 + pairs * gate * fe / moe_tp * 2.0 + 4 * k * h * t_loc) / bw
+        moe = moe + r.moe_layer_s + touched * r.expert_s
+        ffn = ffn + model.moe_layers * moe
+        if dp > 1:
+            disp_bytes = formats.activations.operand_bytes
+            if ep_comm == "allgather":  # gather all ranks' tokens (low precision), reduce-scatter BF16 out
+                per_layer = comm.all_gather_time(t_ep * h * disp_bytes, ep, 1.0, links)
+                per_layer = per_layer + comm.reduce_scatter_time(t_ep * h * 2.0, ep, 1.0, links)
+            else:
+                per_layer = dispatch_time(
+                    t_loc, ep=ep, topk=k, hidden=h, elem_bytes=disp_bytes, links=links
+                ) + dispatch_time(t_loc, ep=ep, topk=k, hidden=h, elem_bytes=2.0, links=links)
+            if ep_overlap:
+                per_layer = np.maximum(per_layer - moe, 0.0)
+            ep_time = model.moe_layers * per_layer
+    out["ffn_s"] = ffn
+    out["ep_s"] = ep_time
+    out["tp_s"] = 2.0 * model.layers * all_reduce_time(t_loc * h * 2.0, tp, links)
+
+    # ---- output head (BF16, vocabulary-parallel over TP) and speculative draft passes --------------
+    head_tokens = b * q + np.where(p > 0, np.maximum(p / max(isl, 1), 1.0), 0.0)
+    out["head_s"] = _gemm(head_tokens, model.vocab * h / tp, 2.0, r.bf16_flops, bw)
+    draft = np.zeros_like(b)
+    if draft_tokens:
+        # MTP module (DeepSeek-V3 §2.2), BF16: one layer + the 2h -> h projection + the shared head, run
+        # autoregressively once per draft token on b tokens (TensorRT-LLM blog 1, "MTP3_Autoregressive").
+        layer = model.moe_layer_params(active=False) if model.is_moe else model.dense_layer_params()
+        routed_all = model.experts * model.expert_params() if model.is_moe else 0
+        dense_part = (layer - routed_all + 2 * h * h) / tp
+        one = _gemm(b, dense_part, 2.0, r.bf16_flops, bw)
+        if model.is_moe:
+            t_ep = b * dp
+            touched = experts_touched(
+                t_ep, experts_local=model.experts / ep, topk=model.topk, experts=model.experts
+            )
+            e_params = model.expert_params() / moe_tp
+            one = one + np.maximum(
+                2.0 * t_ep * model.topk / ep * e_params / (r.bf16_flops * r.moe_efficiency),
+                touched * e_params * 2.0 / bw,
+            )
+        one = one + _gemm(b, model.vocab * h / tp, 2.0, r.bf16_flops, bw)
+        one = one + (KERNELS_MOE + KERNELS_HEAD) * r.kernel_s + 2.0 * all_reduce_time(b * h * 2.0, tp, links)
+        draft = draft_tokens * one
+    out["draft_s"] = draft
+
+    kernels = model.n_dense_layers * KERNELS_DENSE + model.moe_layers * KERNELS_MOE + KERNELS_HEAD
+    parts = ("attn_proj_s", "attention_s", "ffn_s", "tp_s", "ep_s", "head_s", "draft_s")
+    out["overhead_s"] = np.full_like(b, kernels * r.kernel_s + r.step_s)
+    out["step_s"] = sum(out[k] for k in parts) + out["overhead_s"]
+    return out

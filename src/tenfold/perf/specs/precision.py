@@ -1,0 +1,136 @@
+"""Number formats as the cost models see them: which peak the block GEMMs run at, how many bytes an
+operand takes, and what quantizing it costs in HBM traffic.
+
+This table is the one place that says how many bytes a weight or a KV-cache element takes in each format,
+counting its share of the block scales: bf16/fp16 2 B, fp8 1 B (per-tensor or 128x128-block scales are
+negligible), mxfp8 1 + 1/32 B (8.25 bits), nvfp4 0.5 + 1/16 B (4.5 bits: E2M1 plus one E4M3 scale per 16),
+mxfp4 0.5 + 1/32 B (4.25 bits: one E8M0 scale per 32; OCP MX v1.0). The training model reads it for GEMM
+operands, the inference model for weights and the KV cache (`operand_bytes`).
+
+The low precision applies to the transformer blocks' linear layers (QKV, projection, FFN, experts), as in
+Transformer Engine / Megatron-Core recipes; attention (flash), softmax, norms, the router, the output head
+and the optimizer stay in BF16/FP32 (perfmodel.md §4: "model the precision per GEMM class").
+
+`quant_bytes` is the extra HBM traffic per quantized element, beyond writing a BF16 tensor once:
+* fp8 (per-tensor current scaling, TE Float8CurrentScaling; DeepSeek-V3's 1x128 tiles are similar): an amax
+  pass (read 2 B), then read 2 B and write 1 B, plus a transposed 1 B copy for the other GEMM orientation:
+  6 B. Delayed scaling would save the amax pass.
+* mxfp8 (OCP MX, 1x32 E8M0 scales): read 2 B, write row-wise and column-wise copies (1 + 1 B) and 1/32 B of
+  scales each way, no global amax: ~4.1 B.
+* nvfp4 (E2M1 in 1x16 blocks, E4M3 scales, fp32 tensor scale): amax pass 2 B, read 2 B, two 0.5 B copies,
+  scales 2/16 B, and the 16x16 random Hadamard transform on wgrad inputs folded into the same pass: ~5.1 B.
+* mxfp4 (E2M1 in 1x32 blocks, E8M0 scales, no tensor scale): read 2 B, two 0.5 B copies and 2/32 B of
+  scales, no amax pass: ~3.1 B. (Used for gpt-oss's released expert weights; training in it is rare.)
+TE fuses some of these passes into norms and activations; the fitted HBM efficiency absorbs the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tenfold.perf.specs.hardware import Hardware
+
+
+@dataclass(frozen=True, kw_only=True)
+class Precision:
+    """Fields:
+    name: the name used in layouts and CSV rows.
+    peak_key: the hardware peak the block GEMMs run at (bf16, fp8, fp6, fp4).
+    needs_block_scaling: the format needs block-scaled tensor cores (Blackwell, CDNA 4).
+    operand_bytes: bytes per GEMM operand element (with its share of scales).
+    quant_bytes: extra HBM bytes to quantize one element (see the module docstring); 0 for 16-bit.
+    weight_copy_bytes: bytes per parameter that the low-precision weights add to the 2-byte BF16 weights.
+        FP8 and MXFP8 recipes keep FP8 primary weights (Megatron `--fp8-param-gather`): the FP8 copy and its
+        transpose (or row/column-wise MX copies) replace the BF16 weights, so they add only the scales;
+        NVFP4 recipes keep BF16 weights plus the 4-bit copies.
+    bits_class: "16", "8" or "4": the calibration's efficiency class.
+    """
+
+    name: str
+    peak_key: str
+    needs_block_scaling: bool
+    operand_bytes: float
+    quant_bytes: float
+    weight_copy_bytes: float
+    bits_class: str
+
+    @property
+    def low(self) -> bool:
+        return self.bits_class != "16"
+
+
+PRECISIONS: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision(
+            name="bf16",
+            peak_key="bf16",
+            needs_block_scaling=False,
+            operand_bytes=2.0,
+            quant_bytes=0.0,
+            weight_copy_bytes=0.0,
+            bits_class="16",
+        ),
+        Precision(
+            name="fp16",
+            peak_key="fp16",
+            needs_block_scaling=False,
+            operand_bytes=2.0,
+            quant_bytes=0.0,
+            weight_copy_bytes=0.0,
+            bits_class="16",
+        ),
+        Precision(
+            name="fp8",
+            peak_key="fp8",
+            needs_block_scaling=False,
+            operand_bytes=1.0,
+            quant_bytes=6.0,
+            weight_copy_bytes=0.0,
+            bits_class="8",
+        ),
+        Precision(
+            name="mxfp8",
+            peak_key="fp8",
+            needs_block_scaling=True,
+            operand_bytes=1.0 + 1 / 32,
+            quant_bytes=4.1,
+            weight_copy_bytes=2 / 32,
+            bits_class="8",
+        ),
+        Precision(
+            name="nvfp4",
+            peak_key="fp4",
+            needs_block_scaling=True,
+            operand_bytes=0.5 + 1 / 16,
+            quant_bytes=5.1,
+            weight_copy_bytes=1.0 + 2 / 16,
+            bits_class="4",
+        ),
+        Precision(
+            name="mxfp4",
+            peak_key="fp4",
+            needs_block_scaling=True,
+            operand_bytes=0.5 + 1 / 32,
+            quant_bytes=3.1,
+            weight_copy_bytes=1.0 + 2 / 32,
+            bits_class="4",
+        ),
+    )
+}
+
+
+def get_precision(name: str) -> Precision:
+    try:
+        return PRECISIONS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown precision {name!r}; known: {', '.join(PRECISIONS)}") from None
+
+
+def check_supported(precision: Precision, hw: Hardware) -> str:
+    """'' if `hw` can run `precision`, else the reason (used as an infeasibility reason)."""
+    if precision.peak_key not in hw.peak_flops:
+        return f"{hw.name} has no {precision.peak_key} tensor cores (needed by {precision.name})"
+    if precision.needs_block_scaling and precision.name not in hw.block_scaled_formats:
+        return f"{hw.name} has no block-scaled {precision.name} tensor cores"
+    return ""

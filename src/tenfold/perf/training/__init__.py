@@ -1,0 +1,1 @@
+"""The training model: layouts and their rules, software stacks, compute, memory, the estimate, the search."""

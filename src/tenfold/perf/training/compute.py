@@ -1,0 +1,221 @@
+"""Compute time of one transformer layer on one GPU: per-GEMM roofline, flash attention, memory-bound ops.
+
+* GEMM (roofline, scaling book https://jax-ml.github.io/scaling-book/roofline): t = max(F / (peak·η),
+  bytes / (BW·η_mem)) + one kernel overhead, with F = 2·M·N·K and M rounded up to the 128-row tile the
+  tensor-core kernels use (so a grouped expert GEMM with few tokens pays for its padding). Backward =
+  dgrad (same F) + wgrad (same F, accumulating into the fp32 main gradient: 8 B per weight).
+  η is the calibrated efficiency for the GPU's architecture and the operand width.
+* Flash attention: causal scores only; backward = 2.5x the forward FLOPs (five matmuls instead of two,
+  Dao 2023); the softmax exponentials run on the special-function units, so t = max(MMA time, exp time)
+  (FA3/FA4 overlap the two; on B200 for d=128 the exponentials are as slow as the MMAs, which is why
+  Blackwell Ultra doubles them: NVIDIA, "Making Softmax More Efficient with Blackwell Ultra").
+* Unfused attention (Megatron 2021): batched QK^T and PV GEMMs over the full s x s scores, then a fused
+  scale-mask-softmax (read 2 B, write 2 B per score) and dropout (read 2, write 2 + 1 B mask); backward
+  reads and writes about 11 B per score.
+* Memory-bound ops per token (bytes, forward; backward = 2x): two norms (read + write h, 8h), two residual
+  adds (read 2h, write h: 12h), RoPE on q and k, the FFN activation (gated: read 2f write f), MoE
+  permute/unpermute (8·k·h), dropout masks; then quantization traffic of every low-precision GEMM input
+  (see precision.py). Norm/residual regions are split by sequence parallelism, the rest by TP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tenfold.perf.calibration import Calibration
+from tenfold.perf.flops import attention_context
+from tenfold.perf.specs.hardware import Hardware
+from tenfold.perf.specs.models import ModelSpec
+from tenfold.perf.specs.precision import Precision
+
+TILE_M = 128
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rates:
+    """Per-GPU rates for one (hardware, precision, calibration): FLOP/s and bytes/s actually sustained."""
+
+    lp_flops: float  # block GEMMs in the training precision
+    bf16_flops: float  # head, router, attention batched GEMMs
+    attn_flops: float  # flash attention MMAs
+    exp_per_s: float
+    hbm_Bps: float
+    kernel_s: float
+    moe_layer_s: float
+    operand_bytes: float
+    quant_bytes: float
+
+
+def rates(hw: Hardware, precision: Precision, cal: Calibration) -> Rates:
+    e16 = cal.gemm(hw.arch, "16")
+    return Rates(
+        lp_flops=hw.peak(precision.peak_key) * cal.gemm(hw.arch, precision.bits_class),
+        bf16_flops=hw.peak("bf16") * e16,
+        attn_flops=hw.peak("bf16") * e16 * cal.attention_efficiency,
+        exp_per_s=hw.exp_per_s,
+        hbm_Bps=hw.hbm_Bps * cal.hbm_efficiency,
+        kernel_s=cal.kernel_overhead_us * 1e-6,
+        moe_layer_s=cal.moe_layer_overhead_us * 1e-6,
+        operand_bytes=precision.operand_bytes,
+        quant_bytes=precision.quant_bytes,
+    )
+
+
+def gemm_times(M, N, K, r: Rates, *, count=1.0, low: bool = True):
+    """(forward, backward) seconds of `count` GEMMs [M,K]x[K,N] issued as one (grouped) kernel each pass."""
+    M, N, K, count = (np.asarray(x, dtype=float) for x in (M, N, K, count))
+    flops_rate = r.lp_flops if low else r.bf16_flops
+    ob = r.operand_bytes if low else 2.0
+    mp = np.ceil(M / TILE_M) * TILE_M
+    t_math = 2.0 * mp * N * K * count / flops_rate
+    fwd_bytes = count * (M * K * ob + K * N * ob + M * N * 2.0)
+    dgrad_bytes = count * (M * N * ob + K * N * ob + M * K * 2.0)
+    wgrad_bytes = count * (M * N * ob + M * K * ob + K * N * 8.0)
+    fwd = np.maximum(t_math, fwd_bytes / r.hbm_Bps) + r.kernel_s
+    bwd = (
+        np.maximum(t_math, dgrad_bytes / r.hbm_Bps)
+        + np.maximum(t_math, wgrad_bytes / r.hbm_Bps)
+        + 2.0 * r.kernel_s
+    )
+    return fwd, bwd
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerTimes:
+    """Seconds for one layer and one micro-batch on one GPU (arrays over plans).
+
+    gemm_f/gemm_b: linear layers; attn_f/attn_b: attention core; other_f/other_b: memory-bound ops and
+    quantization; elems_f/elems_b: low-precision elements quantized (for reporting).
+    """
+
+    gemm_f: np.ndarray
+    gemm_b: np.ndarray
+    attn_f: np.ndarray
+    attn_b: np.ndarray
+    other_f: np.ndarray
+    other_b: np.ndarray
+
+    @property
+    def fwd(self) -> np.ndarray:
+        return self.gemm_f + self.attn_f + self.other_f
+
+    @property
+    def bwd(self) -> np.ndarray:
+        return self.gemm_b + self.attn_b + self.other_b
+
+
+def attention_times(model: ModelSpec, *, tokens, tp, seq_len: int, flash: bool, r: Rates):
+    """(forward, backward) seconds of the attention core for `tokens` queries on one GPU."""
+    tokens, tp = np.asarray(tokens, dtype=float), np.asarray(tp, dtype=float)
+    heads = model.heads / tp
+    dsum = model.qk_head_dim + model.v_dim
+    if flash:
+        ctx = attention_context(model, seq_len, causal=True)
+        flops = 2.0 * tokens * ctx * heads * dsum
+        exps = tokens * ctx * heads
+        fwd = np.maximum(flops / r.attn_flops, exps / r.exp_per_s) + r.kernel_s
+        bwd = np.maximum(2.5 * flops / r.attn_flops, exps / r.exp_per_s) + r.kernel_s
+        return fwd, bwd
+    scores = tokens * seq_len * heads
+    # batched QK^T and PV over all s keys (masking happens after the GEMM), in 16-bit
+    qk_f, qk_b = gemm_times(tokens, seq_len, model.qk_head_dim, r, count=heads, low=False)
+    pv_f, pv_b = gemm_times(tokens, model.v_dim, seq_len, r, count=heads, low=False)
+    drop = 5.0 if model.dropout > 0 else 0.0
+    soft_f = scores * (4.0 + drop) / r.hbm_Bps + 2 * r.kernel_s
+    soft_b = scores * (6.0 + drop) / r.hbm_Bps + 2 * r.kernel_s
+    return qk_f + pv_f + soft_f, qk_b + pv_b + soft_b
+
+
+def layer_times(
+    model: ModelSpec, *, moe: bool, tokens, tp, sp, ep, seq_len: int, flash: bool, r: Rates, low: bool
+) -> LayerTimes:
+    """Compute time of one dense (moe=False) or MoE layer for one micro-batch of `tokens` tokens per rank.
+
+    Tokens here are per TP group (b·s/cp); GEMMs split their N or K by tp, and MoE layers see tokens/tp
+    (sequence-parallel shards) dispatched over `ep` ranks with balanced routing (etp = 1).
+    """
+    T = np.asarray(tokens, dtype=float)
+    tp = np.asarray(tp, dtype=float)
+    ep = np.asarray(ep, dtype=float)
+    rsp = np.where(np.asarray(sp, dtype=bool), tp, 1.0)
+    h, a, g, d = model.hidden, model.heads, model.kv_heads, model.head_dim
+    gate = 2 if model.gated else 1
+    gf = np.zeros_like(T)
+    gb = np.zeros_like(T)
+    q_in = np.zeros_like(T)  # low-precision elements quantized in the forward (GEMM inputs)
+    q_out = np.zeros_like(T)  # ... and in the backward (output gradients)
+
+    def add(M, N, K, count=1.0, lowp=low):
+        nonlocal gf, gb, q_in, q_out
+        f, b = gemm_times(M, N, K, r, count=count, low=lowp)
+        gf = gf + f
+        gb = gb + b
+        if lowp and low:
+            q_in = q_in + np.asarray(M) * K * count
+            q_out = q_out + np.asarray(M) * N * count
+
+    # attention projections
+    if model.is_mla:
+        dn, dr, dv = model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim
+        if model.q_lora_rank:
+            add(T, model.q_lora_rank, h)
+            add(T, a * (dn + dr) / tp, model.q_lora_rank)
+        else:
+            add(T, a * (dn + dr) / tp, h)
+        add(T, model.kv_lora_rank + dr, h)
+        add(T, a * (dn + dv) / tp, model.kv_lora_rank)
+        add(T, h, a * dv / tp)
+        rope_elems = (a / tp + 1) * dr
+    else:
+        add(T, (a + 2 * g) * d / tp, h)
+        add(T, h, a * d / tp)
+        rope_elems = (a + g) * d / tp
+    attn_f, attn_b = attention_times(model, tokens=T, tp=tp, seq_len=seq_len, flash=flash, r=r)
+
+    # FFN
+    mem = 8 * h * T / rsp + 12 * h * T / rsp + 4 * rope_elems * T  # norms, residuals, RoPE
+    if model.qk_norm:
+        mem = mem + 4 * (a + g) * d / tp * T
+    if model.dropout > 0:
+        mem = mem + 2 * h * T / rsp
+    kernels_f = 7.0
+    act = 3 if gate == 2 else 2  # elements touched per FFN element: gated reads gate+up, writes one
+    if moe:
+        k, fe = model.topk, model.moe_ffn
+        t_moe = T / tp  # sequence-parallel shard entering the router
+        add(t_moe, model.experts, h, lowp=False)  # router
+        m_e = t_moe * k * ep / model.experts
+        add(m_e, fe * gate, h, count=model.experts / ep)
+        add(m_e, h, fe, count=model.experts / ep)
+        if model.shared_experts:
+            fs = model.shared_experts * fe
+            add(T, fs * gate / tp, h)
+            add(T, h, fs / tp)
+            mem = mem + 2 * act * fs / tp * T
+        mem = mem + 2 * act * k * fe * t_moe + 8 * k * h * t_moe
+        kernels_f += 6.0
+    else:
+        f = model.ffn
+        add(T, f * gate / tp, h)
+        add(T, h, f / tp)
+        mem = mem + 2 * act * f / tp * T
+    other_f = mem / r.hbm_Bps + kernels_f * r.kernel_s
+    other_b = 2.0 * mem / r.hbm_Bps + 1.5 * kernels_f * r.kernel_s
+    if moe:
+        other_f = other_f + r.moe_layer_s
+        other_b = other_b + r.moe_layer_s
+    if low:
+        other_f = other_f + q_in * r.quant_bytes / r.hbm_Bps
+        other_b = other_b + q_out * r.quant_bytes / r.hbm_Bps
+    return LayerTimes(gemm_f=gf, gemm_b=gb, attn_f=attn_f, attn_b=attn_b, other_f=other_f, other_b=other_b)
+
+
+def head_times(model: ModelSpec, *, tokens, tp, r: Rates):
+    """(forward, backward) of the output head and the vocab-parallel cross-entropy (16-bit)."""
+    T, tp = np.asarray(tokens, dtype=float), np.asarray(tp, dtype=float)
+    f, b = gemm_times(T, model.vocab / tp, model.hidden, r, low=False)
+    logits = T * model.vocab / tp
+    # write logits 2 B, softmax in fp32 (read 2, write 4), backward read 4 write 2
+    return f + logits * 8.0 / r.hbm_Bps + 2 * r.kernel_s, b + logits * 6.0 / r.hbm_Bps + 2 * r.kernel_s

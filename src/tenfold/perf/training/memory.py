@@ -1,0 +1,175 @@
+"""Memory per GPU: model states under ZeRO-0/1/2/3 (FSDP), activations per Korthikanti et al., pipeline
+in-flight micro-batches, MoE experts under expert parallelism.
+
+Sources:
+* ZeRO (Rajbhandari et al., SC'20, https://arxiv.org/abs/1910.02054 §5): mixed-precision Adam keeps 2Ψ
+  bf16 weights + 2Ψ gradients + KΨ optimizer states (K = 12: fp32 master, m, v). ZeRO-1 shards the
+  optimizer states over N_d data-parallel ranks, ZeRO-2 also the gradients, ZeRO-3 / FSDP also the weights.
+  Paper example, Ψ = 7.5B, N_d = 64: 120 -> 31.4 -> 16.6 -> 1.9 GB.
+* Activations (Korthikanti et al. 2022, https://arxiv.org/abs/2205.05198 §4): per layer, s·b·h·(34 + 5as/h)
+  bytes without parallelism; with tensor parallelism t: s·b·h·(10 + 24/t + 5as/(ht)); with sequence
+  parallelism too: s·b·h/t·(34 + 5as/h); selective recomputation drops the 5as/h term (the attention core);
+  full recomputation keeps only the layer input, 2sbh (÷t with SP). The general count below derives the
+  34 op by op, so GQA, gated FFNs, MoE, MLA and flash attention (no s x s scores) change it correctly.
+* 1F1B (Narayanan et al. 2021): the first stage holds p micro-batches in flight of L/p layers each; the
+  interleaved schedule with v chunks holds (v-1)·p + 2(p-1) + 1 chunk-micro-batches (Megatron-LM's warm-up
+  count), about L·(1 + (p-1)/(p·v)) layers' worth.
+
+All functions take numpy arrays (or scalars) for the layout so the search evaluates many plans at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tenfold.perf.specs.models import ModelSpec
+
+RECOMPUTE = ("none", "selective", "full")
+# Fixed per-GPU overhead outside the model: CUDA context, NCCL and cuBLAS/TE workspaces (~2.5 GiB
+# observed on H100 runs; order-of-magnitude figure, not fitted), plus 5 % allocator fragmentation.
+FIXED_OVERHEAD_BYTES = 2.5 * 1024**3
+FRAGMENTATION = 0.05
+
+
+def zero_model_state_bytes(
+    psi: float,
+    n_d: int,
+    stage: int,
+    *,
+    weight_bytes: float = 2.0,
+    grad_bytes: float = 2.0,
+    optimizer_bytes: float = 12.0,
+) -> float:
+    """Model-state bytes per GPU under ZeRO `stage` 0-3 (ZeRO paper §5, Figure 1)."""
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
+    if n_d < 1:
+        raise ValueError(f"data-parallel degree must be >= 1, got {n_d}")
+    w, g, o = weight_bytes * psi, grad_bytes * psi, optimizer_bytes * psi
+    return [w + g + o, w + g + o / n_d, w + (g + o) / n_d, (w + g + o) / n_d][stage]
+
+
+def korthikanti_activation_bytes(
+    *, s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False, recompute: str = "none"
+) -> float:
+    """Activation bytes of one GPT layer, exactly as in Korthikanti et al. 2022 (Table 2 / Eq. 1-5)."""
+    if recompute == "full":
+        return 2.0 * s * b * h / (t if sp else 1)
+    core = 0.0 if recompute == "selective" else 5.0 * a * s / h
+    if sp:
+        return s * b * h / t * (34.0 + core)
+    if t == 1:
+        return s * b * h * (34.0 + core)
+    return s * b * h * (10.0 + 24.0 / t + core / t)
+
+
+def layer_activation_bytes_per_token(
+    model: ModelSpec,
+    *,
+    t,
+    sp,
+    recompute,
+    seq_len: int,
+    flash: bool,
+    operand_bytes: float = 2.0,
+    moe: bool = False,
+):
+    """Bytes one layer stores per token of a micro-batch (per GPU), for the backward pass.
+
+    `t` tensor-parallel degree, `sp` sequence parallelism (0/1), `recompute` code 0 none / 1 selective /
+    2 full (arrays broadcast), `flash` attention without materialised scores, `operand_bytes` bytes of a
+    saved GEMM input (TE keeps the quantized copy under FP8/FP4), `moe` an MoE layer instead of a dense one.
+    For GPT with flash=False and 2-byte operands this reproduces Korthikanti's 34 + 5as/h.
+    """
+    t = np.asarray(t, dtype=float)
+    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)  # norms/dropout/residual regions are split by SP only
+    h, a, g = model.hidden, model.heads, model.kv_heads
+    dqk, dv = model.qk_head_dim, model.v_dim
+    ob = operand_bytes
+    drop = 1.0 if model.dropout > 0 else 0.0
+    # attention block
+    rep = 2 * h + ob * h + drop * h  # norm input, QKV input, dropout mask
+    if model.is_mla:
+        latent = ob * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
+        shard = 2 * (a * dqk + a * dqk + a * dv) + latent
+    else:
+        shard = 2 * (a * dqk + g * dqk + g * dv)
+    shard = shard + 2 * a * dv + (0.0 if ob == 2 else ob * a * dv)  # attention output / out-proj input
+    # flash keeps a log-sum-exp per head (fp32); unfused keeps the softmax output (+ dropout mask, output)
+    core = 4.0 * a if flash else (2.0 + 3.0 * drop) * a * seq_len
+    # MLP block
+    rep = rep + 2 * h + drop * h  # norm input, dropout mask
+    gate = 2 if model.gated else 1
+    if moe:
+        k, fe = model.topk, model.moe_ffn
+        rep = rep + 2 * h  # router input
+        shard = shard + k * (ob * h + 2 * gate * fe + ob * fe + 2 * h)  # per routed copy, + combine input
+        fs = model.shared_experts * fe
+        shard = shard + (ob * h + 2 * gate * fs + ob * fs if fs else 0.0)
+    else:
+        rep = rep + ob * h  # FC1 input
+        shard = shard + 2 * gate * model.ffn + ob * model.ffn
+    rc = np.asarray(recompute)
+    stored = rep / r + shard / t + np.where(rc == 1, 0.0, core / t)
+    return np.where(rc == 2, 2.0 * h / r, stored)
+
+
+def inflight_layer_microbatches(*, layers: int, pp, vp, m, schedule: str = "1f1b"):
+    """Layer x micro-batch activation sets resident on the first pipeline stage at the peak."""
+    pp, vp, m = (np.asarray(x, dtype=float) for x in (pp, vp, m))
+    slots = np.ceil(layers / (pp * vp))  # layers per chunk
+    if schedule == "dualpipe":
+        # DualPipe (DeepSeek-V3 §3.2.1) keeps PP + 1 micro-batches of activations.
+        return np.minimum(m, pp + 1) * slots * vp
+    one = np.minimum(m, pp) * slots * vp
+    interleaved = np.minimum(m * vp, (vp - 1) * pp + 2 * (pp - 1) + 1) * slots
+    return np.where(vp > 1, interleaved, one)
+
+
+def stage_params(model: ModelSpec, *, t, pp, vp, ep):
+    """(dense, expert) parameters held by the busiest pipeline stage's GPU, after TP and EP sharding.
+
+    Dense = everything but routed experts (attention, norms, router, shared experts, dense MLPs, and the
+    embedding/head on the first/last stage: both when pp = 1 or embeddings are tied)."""
+    t, pp, vp, ep = (np.asarray(x, dtype=float) for x in (t, pp, vp, ep))
+    slots = np.ceil(model.layers / (pp * vp)) * vp
+    per_layer_dense = (
+        model.n_dense_layers * model.dense_layer_params()
+        + model.moe_layers * (model.moe_layer_params() - model.experts * model.expert_params())
+    ) / model.layers
+    per_layer_expert = model.moe_layers * model.experts * model.expert_params() / model.layers
+    emb = model.vocab * model.hidden
+    first = model.embedding_params()
+    last = model.head_params() + (emb if model.tied_embeddings else 0)
+    edge = np.where(pp > 1, np.maximum(first, last), first + model.head_params())
+    dense = slots * per_layer_dense / t + edge / t
+    expert = slots * per_layer_expert / ep
+    return dense, expert
+
+
+def model_state_bytes(
+    dense,
+    expert,
+    *,
+    zero,
+    dp_dense,
+    dp_expert,
+    weight_bytes: float,
+    grad_bytes: float,
+    optimizer_bytes: float = 12.0,
+    gathered=0.0,
+):
+    """(weights, grads, optimizer) bytes per GPU; ZeRO stage per plan; `gathered` = unsharded bf16 weights
+    resident under ZeRO-3 (the layers being computed and prefetched)."""
+    z = np.asarray(zero)
+    nd, ne = np.asarray(dp_dense, dtype=float), np.asarray(dp_expert, dtype=float)
+
+    def part(psi, n):
+        w = np.where(z >= 3, weight_bytes * psi / n, weight_bytes * psi)
+        g = np.where(z >= 2, grad_bytes * psi / n, grad_bytes * psi)
+        o = np.where(z >= 1, optimizer_bytes * psi / n, optimizer_bytes * psi)
+        return w, g, o
+
+    wd, gd, od = part(dense, nd)
+    we, ge, oe = part(expert, ne)
+    return wd + we + np.where(z >= 3, gathered, 0.0), gd + ge, od + oe

@@ -1,0 +1,72 @@
+"""What the training and serving validation readers share: CSV cells, the row's architecture, assumptions.
+
+The schemas are documented in `docs/validation.md`; these helpers read the columns both CSVs have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tenfold.perf.specs.models import ModelSpec, find_model, with_layers
+
+
+def int_cell(s: str, default: int | None = None) -> int | None:
+    """A CSV cell as an int ('' -> default; '8.0' -> 8)."""
+    s = (s or "").strip()
+    if not s:
+        return default
+    return int(float(s))
+
+
+def row_model(row: dict[str, str]) -> tuple[ModelSpec | None, str, list[str]]:
+    """The row's architecture: catalog details overridden by the row's columns."""
+    name = row["model"].strip()
+    notes: list[str] = []
+    base_name = name.split(" (")[0]
+    base = find_model(name) or find_model(base_name)
+    layers = int_cell(row["layers"])
+    if base is None:
+        if row.get("attention", "").strip() == "mla":
+            return None, f"model {name!r} uses MLA but matches no catalog entry (MLA ranks unknown)", notes
+        mha = row.get("attention", "").strip() == "mha"
+        base = ModelSpec(
+            name=name,
+            layers=layers,
+            hidden=int_cell(row["hidden"]),
+            heads=int_cell(row["heads"]),
+            kv_heads=int_cell(row["kv_heads"], int_cell(row["heads"])),
+            head_dim=int_cell(row["head_dim"]),
+            ffn=int_cell(row["ffn"], 1),
+            vocab=int_cell(row["vocab"]),
+            activation="gelu" if mha else "swiglu",
+            norm="layernorm" if mha else "rmsnorm",
+        )
+        notes.append(
+            "architecture details not in the catalog: " + ("GeLU/LayerNorm" if mha else "SwiGLU/RMSNorm")
+        )
+    if layers != base.layers:
+        base = with_layers(base, layers)
+    over = {
+        k: int_cell(row[k]) for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab") if row.get(k)
+    }
+    if row.get("experts"):
+        over.update(
+            experts=int_cell(row["experts"]),
+            shared_experts=int_cell(row.get("shared_experts"), base.shared_experts),
+            topk=int_cell(row["topk"]),
+            moe_ffn=int_cell(row["moe_ffn"]),
+        )
+    if row.get("dense_layers", "").strip():
+        over["dense_layers"] = int_cell(row["dense_layers"])
+    return replace(base, **over), "", notes
+
+
+def parse_assumptions(text: str) -> dict[str, str]:
+    """The `assumptions` column ('mb=1 (stated); vp=4') as key -> first word of its value."""
+    out = {}
+    for part in (text or "").split(";"):
+        part = part.strip()
+        if "=" in part:
+            key, rest = part.split("=", 1)
+            out[key.strip()] = rest.split(" ", 1)[0].strip()
+    return out

@@ -1,0 +1,259 @@
+"""Validation against published serving measurements: predict each row with its own deployment.
+
+Reads a CSV in the schema of `tenfold/data/validation/inference_runs.csv` (the columns of
+shared/research/validation/inference_runs.csv plus optional tenfold extension columns; docs/validation.md).
+For each row:
+
+* the architecture comes from the row's columns, with what the schema lacks (MLA ranks, dense layers,
+  shared experts, MTP, sliding window, biases) from the catalog model the `model` column names;
+* the deployment is the row's: tp is the attention TP; with `attention_dp` = 1 (or tp = 1 on several GPUs)
+  attention runs data-parallel over num_gpus / tp replicas; ep is the row's;
+* the engine preset (`engine_preset`, default trtllm) with the row's stated overrides (`kv_fraction`,
+  `max_batch_size`, `max_num_tokens`); `concurrency` empty = the engine's max load (all that fit);
+* formats: `weights_precision`, `attention_precision` (default: the weights'), `kv_precision`; an empty or
+  `auto` KV cell follows the checkpoint convention: FP8 for ModelOpt FP8/FP4 checkpoints (their
+  hf_quant_config sets kv_cache_quant_algo FP8), else BF16, and the row says so;
+* speculative decoding from `draft_tokens` / `accepted_tokens`;
+* the metric in the row's unit: output_tokens_per_s_per_gpu, total_tokens_per_s_per_gpu,
+  output_tokens_per_s_per_user (1/TPOT), ttft_ms, tpot_ms.
+
+Rows that cannot be predicted (no input or output length, no GPU count, unknown GPU or metric, an MLA
+model without a catalog entry, an inconsistent mapping, an infeasible configuration) are returned with the
+reason; none is dropped. The report is the training validation's (`validate.build_report`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from tenfold.perf.calibration import Calibration, load_calibration
+from tenfold.perf.serving.estimate import Deployment, estimate_inference
+from tenfold.perf.serving.presets import Engine, engine
+from tenfold.perf.specs.catalog import data_dir
+from tenfold.perf.specs.hardware import Hardware, list_hardware, load_hardware
+from tenfold.perf.specs.models import ModelSpec
+from tenfold.perf.validation.rows import int_cell, parse_assumptions, row_model
+from tenfold.perf.validation.training import (
+    RowResult,
+    ValidationReport,
+    build_report,
+)
+
+METRICS = {
+    "output_tokens_per_s_per_gpu": "output_tokens_per_s_per_gpu",
+    "total_tokens_per_s_per_gpu": "total_tokens_per_s_per_gpu",
+    "output_tokens_per_s_per_user": "output_tokens_per_s_per_user",
+    "ttft_ms": "ttft_ms",
+    "tpot_ms": "tpot_ms",
+}
+REQUIRED = ("id", "model", "gpu", "metric", "value", "layers", "hidden", "heads")
+EXTENSION_COLUMNS = (
+    "engine_preset",
+    "attention_precision",
+    "kv_fraction",
+    "max_batch_size",
+    "max_num_tokens",
+    "draft_tokens",
+    "accepted_tokens",
+    "assumptions",
+)
+CHECKPOINT_KV_FP8 = ("fp8", "nvfp4", "mxfp8")
+
+
+def default_runs_path() -> Path:
+    return Path(str(data_dir("validation") / "inference_runs.csv"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    """One row resolved into `estimate_inference` arguments (or the reason it cannot be)."""
+
+    id: str
+    model_name: str
+    gpu: str
+    num_gpus: int
+    metric: str
+    measured: float
+    reliability: str
+    source_url: str
+    reason: str = ""
+    model: ModelSpec | None = None
+    hardware: Hardware | None = None
+    deployment: Deployment | None = None
+    engine: Engine | None = None
+    input_len: int = 0
+    output_len: int = 0
+    concurrency: int | None = None
+    precision: str = ""
+    attention_precision: str = ""
+    kv_precision: str = ""
+    draft_tokens: int = 0
+    accepted_tokens: float = 1.0
+    assumed: tuple[str, ...] = ()
+
+
+def _cell(row: dict[str, str], key: str) -> str:
+    return (row.get(key) or "").strip()
+
+
+def case_from_row(row: dict[str, str]) -> Case:
+    """Resolve one CSV row (see the module docstring)."""
+    head = dict(
+        id=row.get("id", "?"),
+        model_name=row.get("model", ""),
+        gpu=_cell(row, "gpu"),
+        num_gpus=int_cell(row.get("num_gpus"), 0) or 0,
+        metric=_cell(row, "metric"),
+        measured=float(row["value"]) if _cell(row, "value") else math.nan,
+        reliability=_cell(row, "reliability") or "unknown",
+        source_url=row.get("source_url", ""),
+    )
+    missing = [k for k in REQUIRED if not _cell(row, k)]
+    if missing:
+        return Case(**head, reason=f"missing required columns: {', '.join(missing)}")
+    if head["metric"] not in METRICS:
+        return Case(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
+    if head["gpu"] not in list_hardware():
+        return Case(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
+    assumed: list[str] = []
+    for key, value in parse_assumptions(row.get("assumptions", "")).items():
+        if _cell(row, key) in ("", "auto"):
+            row = {**row, key: value}
+            assumed.append(f"{key}={value} (assumptions column)")
+    for key, why in (
+        ("input_len", "input_len is empty (variable-length dataset: its length statistics are needed)"),
+        ("output_len", "output_len is empty: decode throughput depends on the generated length"),
+        ("num_gpus", "num_gpus is empty: the per-GPU rate depends on how many GPUs the point used"),
+        ("weights_precision", "weights_precision is empty"),
+    ):
+        if not _cell(row, key):
+            return Case(**head, reason=why)
+    model, why, notes = row_model(row)
+    assumed += notes
+    if model is None:
+        return Case(**head, reason=why)
+    gpus = head["num_gpus"]
+    tp = int_cell(row.get("tp"), 0)
+    if not tp:
+        return Case(**head, reason=f"tp is empty: the split of the {gpus} GPUs is not stated")
+    adp = _cell(row, "attention_dp")
+    if gpus % tp:
+        return Case(**head, reason=f"tp={tp} does not divide num_gpus={gpus}")
+    dp = gpus // tp
+    if adp == "0" and dp > 1:
+        return Case(**head, reason=f"tp={tp} on {gpus} GPUs without attention DP: replicas are not modelled")
+    if adp == "" and dp > 1:
+        assumed.append(f"attention_dp=1 (tp={tp} on {gpus} GPUs)")
+    ep = int_cell(row.get("ep"), 1)
+    dep = Deployment(tp=tp, dp=dp, ep=ep)
+    preset = _cell(row, "engine_preset")
+    if not preset:
+        preset = "trtllm"
+        assumed.append("engine_preset=trtllm (empty)")
+    overrides = {}
+    for key, conv in (("kv_fraction", float), ("max_batch_size", int), ("max_num_tokens", int)):
+        if _cell(row, key):
+            overrides[key] = conv(float(row[key]))
+    eng = engine(preset, **overrides)
+    weights = _cell(row, "weights_precision")
+    kv = _cell(row, "kv_precision")
+    if kv in ("", "auto"):
+        kv = "fp8" if weights in CHECKPOINT_KV_FP8 else "bf16"
+        assumed.append(
+            f"kv_precision={kv} ({'empty' if not _cell(row, 'kv_precision') else 'auto'}: "
+            + ("ModelOpt FP8/FP4 checkpoints set kv_cache_quant_algo FP8)" if kv == "fp8" else "model dtype)")
+        )
+    isl, osl = int_cell(row["input_len"]), int_cell(row["output_len"])
+    conc = int_cell(row.get("concurrency"))
+    draft = int_cell(row.get("draft_tokens"), 0)
+    accepted = float(row["accepted_tokens"]) if _cell(row, "accepted_tokens") else 1.0
+    if draft and not _cell(row, "accepted_tokens"):
+        return Case(**head, reason=f"draft_tokens={draft} without accepted_tokens: the speedup is unknown")
+    return Case(
+        **head,
+        model=model,
+        hardware=load_hardware(head["gpu"]),
+        deployment=dep,
+        engine=eng,
+        input_len=isl,
+        output_len=osl,
+        concurrency=conc,
+        precision=weights,
+        attention_precision=_cell(row, "attention_precision") or weights,
+        kv_precision=kv,
+        draft_tokens=draft,
+        accepted_tokens=accepted,
+        assumed=tuple(assumed),
+    )
+
+
+def load_cases(path: str | Path | None = None) -> list[Case]:
+    """Every row of an inference validation CSV as a Case (default: the shipped rows)."""
+    path = Path(path) if path is not None else default_runs_path()
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: missing columns {', '.join(missing)}")
+        return [case_from_row(row) for row in reader]
+
+
+def predict_case(case: Case, calibration: Calibration) -> RowResult:
+    """Predict one resolved case; an infeasible configuration comes back with a NaN prediction."""
+    assert not case.reason, case.reason
+    est = estimate_inference(
+        case.model,
+        case.hardware,
+        case.deployment,
+        input_len=case.input_len,
+        output_len=case.output_len,
+        concurrency=case.concurrency,
+        precision=case.precision,
+        attention_precision=case.attention_precision,
+        kv_precision=case.kv_precision,
+        engine=case.engine,
+        draft_tokens=case.draft_tokens,
+        accepted_tokens=case.accepted_tokens,
+        calibration=calibration,
+    )
+    pred = getattr(est, METRICS[case.metric]) if est.feasible else math.nan
+    layout = f"{case.deployment.describe()} {case.precision}/kv {case.kv_precision} {case.engine.name}"
+    batch = f"batch {est.batch_per_rank}/rank ({est.limited_by})" if est.feasible else est.reason
+    return RowResult(
+        id=case.id,
+        model=case.model_name,
+        gpu=case.gpu,
+        num_gpus=case.num_gpus,
+        metric=case.metric,
+        reliability=case.reliability,
+        measured=case.measured,
+        predicted=pred,
+        error=pred / case.measured - 1.0,
+        layout=f"{layout}, {batch}",
+        fits_memory=est.feasible,
+        memory_GiB=est.weights_GiB + est.workspace_GiB + max(est.kv_budget_GiB, 0.0),
+        assumed=case.assumed + est.notes,
+    )
+
+
+def validate_inference(
+    path: str | Path | None = None, *, calibration: Calibration | None = None
+) -> ValidationReport:
+    """Predict every row of an inference CSV (default: the shipped rows) and summarise the errors."""
+    cal = calibration or load_calibration(kind="inference")
+    cases = load_cases(path)
+    results, unpredictable = [], []
+    for c in cases:
+        if c.reason:
+            unpredictable.append((c.id, c.reason))
+            continue
+        r = predict_case(c, cal)
+        if math.isfinite(r.predicted):
+            results.append(r)
+        else:
+            unpredictable.append((c.id, f"infeasible as stated: {r.layout}"))
+    moe = {c.id for c in cases if c.model is not None and c.model.is_moe}
+    return build_report(results, unpredictable, moe)

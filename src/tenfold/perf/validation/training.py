@@ -1,0 +1,379 @@
+"""Validation against published training runs: predict each row's metric with the row's own layout.
+
+Reads a CSV in the schema of `tenfold/data/validation/training_runs.csv` (documented in
+docs/validation.md; the columns of shared/research/validation/training_runs.csv plus optional tenfold
+extension columns). For each row:
+
+* the architecture comes from the row's columns, with what the schema lacks (activation, MLA ranks, dense
+  layers, MTP, sliding window, biases, tied embeddings) from the catalog model the `model` column names
+  ("X (N-layer slice)" rows use model X truncated to the row's layers);
+* the layout is the row's (tp, pp, vp, dp, ep, cp, micro-batch, recompute, fsdp). Where the source left a
+  knob out (empty cell), every value of it is tried and the fastest plan that fits in memory is taken
+  (the authors tuned their runs), and the row says what was chosen;
+* the metric is predicted in the row's convention: tokens_per_s_per_gpu, step_time_s, tflops_per_gpu
+  (`hardware_incl_recompute` = Narayanan 2021 Eq. 3 counting, else model FLOPs), mfu (model FLOPs over the
+  dense peak of the row's precision), time_to_train_min (needs a `train_tokens` column).
+
+Rows that cannot be predicted (unknown GPU, no catalog match for an MLA model, empty global batch, an
+unsupported metric) are returned with the reason; they are never dropped silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tenfold.perf.calibration import Calibration, load_calibration
+from tenfold.perf.flops import training_flops_per_token
+from tenfold.perf.specs.catalog import data_dir
+from tenfold.perf.specs.hardware import Hardware, list_hardware, load_hardware
+from tenfold.perf.specs.models import ModelSpec
+from tenfold.perf.specs.precision import Precision, check_supported, get_precision
+from tenfold.perf.training.estimate import RECOMPUTE_CODE, evaluate_plans, plan_arrays
+from tenfold.perf.training.layout import Layout, rule_masks
+from tenfold.perf.training.stack import Stack, stack
+from tenfold.perf.validation.rows import int_cell, parse_assumptions, row_model
+
+METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "time_to_train_min")
+REQUIRED = (
+    "id",
+    "model",
+    "gpu",
+    "num_gpus",
+    "tp",
+    "pp",
+    "metric",
+    "value",
+    "seq_len",
+    "layers",
+    "hidden",
+    "heads",
+)
+MICRO_BATCHES = (1, 2, 4, 8)
+
+
+def default_runs_path() -> Path:
+    return Path(str(data_dir("validation") / "training_runs.csv"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    """One validation row, resolved into model inputs (or the reason it cannot be)."""
+
+    id: str
+    model_name: str
+    gpu: str
+    num_gpus: int
+    metric: str
+    measured: float
+    convention: str
+    reliability: str
+    source_url: str
+    reason: str = ""
+    model: ModelSpec | None = None
+    hardware: Hardware | None = None
+    precision: Precision | None = None
+    software: Stack | None = None
+    seq_len: int = 0
+    global_batch: int = 0
+    train_tokens: float = 0.0
+    candidates: tuple[Layout, ...] = ()
+    assumed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowResult:
+    """Prediction for one row; error = predicted / measured - 1."""
+
+    id: str
+    model: str
+    gpu: str
+    num_gpus: int
+    metric: str
+    reliability: str
+    measured: float
+    predicted: float
+    error: float
+    layout: str
+    fits_memory: bool
+    memory_GiB: float
+    assumed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidationReport:
+    """Per-row results, rows that could not be predicted (id, reason), and MAPE (fractions)."""
+
+    rows: tuple[RowResult, ...]
+    unpredictable: tuple[tuple[str, str], ...]
+    mape: float
+    mape_by_gpu: dict[str, float] = field(default_factory=dict)
+    mape_by_reliability: dict[str, float] = field(default_factory=dict)
+    mape_by_arch: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "rows": [r.__dict__ | {"assumed": list(r.assumed)} for r in self.rows],
+            "unpredictable": [{"id": i, "reason": why} for i, why in self.unpredictable],
+            "mape": {
+                "overall": self.mape,
+                "by_gpu": self.mape_by_gpu,
+                "by_reliability": self.mape_by_reliability,
+                "by_arch": self.mape_by_arch,
+                "rows": len(self.rows),
+            },
+        }
+
+
+def case_from_row(row: dict[str, str]) -> Case:
+    """Resolve one CSV row (see the module docstring)."""
+    missing = [k for k in REQUIRED if not (row.get(k) or "").strip()]
+    head = dict(
+        id=row.get("id", "?"),
+        model_name=row.get("model", ""),
+        gpu=row.get("gpu", ""),
+        num_gpus=int_cell(row.get("num_gpus"), 0) or 0,
+        metric=row.get("metric", ""),
+        measured=float(row["value"]) if (row.get("value") or "").strip() else math.nan,
+        convention=(row.get("flops_convention") or "").strip() or "model",
+        reliability=(row.get("reliability") or "").strip() or "unknown",
+        source_url=row.get("source_url", ""),
+    )
+    if missing:
+        return Case(**head, reason=f"missing required columns: {', '.join(missing)}")
+    if head["metric"] not in METRICS:
+        return Case(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
+    if head["gpu"] not in list_hardware():
+        return Case(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
+    assumed: list[str] = []
+    given = parse_assumptions(row.get("assumptions", ""))
+    for key, value in given.items():
+        if not (row.get(key) or "").strip():
+            row = {**row, key: value}
+            assumed.append(f"{key}={value} (assumptions column)")
+    model, why, notes = row_model(row)
+    assumed += notes
+    if model is None:
+        return Case(**head, reason=why)
+    hw = load_hardware(head["gpu"])
+    prec_name = (row.get("precision") or "").strip()
+    if not prec_name:
+        prec_name = "bf16"
+        assumed.append("precision=bf16 (empty; fp16 and bf16 share the peak)")
+    precision = get_precision(prec_name)
+    unsupported = check_supported(precision, hw)
+    if unsupported:
+        return Case(**head, reason=unsupported)
+    sw_name = (row.get("software") or "").strip() or "megatron-core"
+    overrides: dict[str, object] = {}
+    if (row.get("pp_schedule") or "").strip():
+        overrides["pp_schedule"] = row["pp_schedule"].strip()
+    if (row.get("ep_dispatch") or "").strip():
+        overrides["ep_dedup"] = row["ep_dispatch"].strip() == "dedup"
+    if (row.get("ep_overlap") or "").strip():
+        overrides["ep_overlap"] = row["ep_overlap"].strip() == "1"
+    if (row.get("cp_comm") or "").strip():
+        overrides["cp_comm"] = row["cp_comm"].strip()
+    software = stack(sw_name, **overrides)
+    seq = int_cell(row["seq_len"])
+    gbs = int_cell(row.get("global_batch_seqs"))
+    if not gbs:
+        return Case(
+            **head,
+            reason="global_batch_seqs is empty: the pipeline bubble and the number of "
+            "gradient-accumulation steps depend on it",
+        )
+    tp, pp, cp = int_cell(row["tp"]), int_cell(row["pp"]), int_cell(row.get("cp"), 1)
+    dp = int_cell(row.get("dp"), head["num_gpus"] // (tp * pp * cp))
+    if tp * pp * dp * cp != head["num_gpus"]:
+        return Case(**head, reason=f"TP·PP·DP·CP = {tp * pp * dp * cp} but num_gpus = {head['num_gpus']}")
+    ep = int_cell(row.get("ep"), 1)
+    if int_cell(row.get("etp"), 1) != 1:
+        return Case(**head, reason="ETP > 1 is not modelled")
+    sp_cell = (row.get("sp") or "").strip()
+    sp = bool(int(sp_cell)) if sp_cell else (tp > 1 and software.flash_attention)
+    if not sp_cell and tp > 1:
+        assumed.append(f"sp={int(sp)} (empty)")
+    zero = 3 if int_cell(row.get("fsdp"), 0) else software.default_zero
+    mbs = (
+        [int_cell(row["micro_batch"])]
+        if (row.get("micro_batch") or "").strip()
+        else [b for b in MICRO_BATCHES if gbs % (dp * b) == 0]
+    )
+    # Unknown VP: interleaving depths up to 8 whose chunks still hold a layer (uneven layouts allowed,
+    # as Megatron-Core's pipeline layouts and Llama 3's balanced first/last stages do).
+    vps = (
+        [int_cell(row["vp"])]
+        if (row.get("vp") or "").strip()
+        else [1] + [v for v in range(2, 9) if pp > 1 and pp * v <= model.layers and software.interleaving]
+    )
+    rcs = [row["recompute"].strip()] if (row.get("recompute") or "").strip() else list(RECOMPUTE_CODE)
+    for label, options in (("micro_batch", mbs), ("vp", vps), ("recompute", rcs)):
+        if len(options) > 1:
+            assumed.append(f"{label} chosen by the model from {options}")
+    rl = int_cell(row.get("recompute_layers"))
+    candidates = tuple(
+        Layout(
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            cp=cp,
+            ep=ep,
+            vp=v,
+            sp=sp,
+            micro_batch=b,
+            recompute=rc,
+            zero=zero,
+            recompute_layers=rl if rc == "full" else None,
+        )
+        for b, v, rc in itertools.product(mbs, vps, rcs)
+    )
+    if not candidates:
+        return Case(**head, reason=f"no micro-batch in {MICRO_BATCHES} divides the batch per DP rank")
+    train_tokens = float(row["train_tokens"]) if (row.get("train_tokens") or "").strip() else 0.0
+    if head["metric"] == "time_to_train_min" and not train_tokens:
+        return Case(
+            **head, reason="time_to_train_min needs the number of training tokens (train_tokens column)"
+        )
+    return Case(
+        **head,
+        model=model,
+        hardware=hw,
+        precision=precision,
+        software=software,
+        seq_len=seq,
+        global_batch=gbs,
+        train_tokens=train_tokens,
+        candidates=candidates,
+        assumed=tuple(assumed),
+    )
+
+
+def load_cases(path: str | Path | None = None) -> list[Case]:
+    """Every row of a validation CSV as a Case (default: the shipped rows)."""
+    path = Path(path) if path is not None else default_runs_path()
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: missing columns {', '.join(missing)}")
+        return [case_from_row(row) for row in reader]
+
+
+def predict_case(case: Case, calibration: Calibration) -> RowResult:
+    """Predict one resolved case (all its candidate layouts in one vectorised call)."""
+    assert not case.reason, case.reason
+    lays = case.candidates
+    arrays = {
+        "tp": np.array([x.tp for x in lays]),
+        "pp": np.array([x.pp for x in lays]),
+        "vp": np.array([x.vp for x in lays]),
+        "dp": np.array([x.dp for x in lays]),
+        "cp": np.array([x.cp for x in lays]),
+        "ep": np.array([x.ep for x in lays]),
+        "mb": np.array([x.micro_batch for x in lays]),
+        "sp": np.array([int(x.sequence_parallel) for x in lays]),
+        "rc": np.array([RECOMPUTE_CODE[x.recompute] for x in lays]),
+        "zero": np.array([x.zero for x in lays]),
+        "rf": np.array([plan_arrays(x, case.software, case.model.layers)["rf"][0] for x in lays]),
+    }
+    out = evaluate_plans(
+        case.model,
+        case.hardware,
+        precision=case.precision,
+        software=case.software,
+        calibration=calibration,
+        seq_len=case.seq_len,
+        global_batch=case.global_batch,
+        **arrays,
+    )
+    masks = rule_masks(
+        case.model,
+        case.seq_len,
+        case.global_batch,
+        {k: arrays[k] for k in ("tp", "pp", "vp", "dp", "cp", "ep", "mb")},
+    )
+    valid = ~np.any(np.stack(list(masks.values())), axis=0)
+    fits = out["memory_B"] <= case.hardware.hbm_bytes
+    step = np.where(valid, out["step_s"], np.inf)
+    pool = np.where(fits & valid, step, np.inf) if np.any(fits & valid) else step
+    i = int(np.argmin(pool))
+    lay = lays[i]
+    t = float(out["step_s"][i])
+    tokens = case.global_batch * case.seq_len
+    tok_gpu = tokens / t / case.num_gpus
+    if case.metric == "tokens_per_s_per_gpu":
+        pred = tok_gpu
+    elif case.metric == "step_time_s":
+        pred = t
+    elif case.metric == "time_to_train_min":
+        pred = case.train_tokens / (tok_gpu * case.num_gpus) / 60.0
+    elif case.metric == "tflops_per_gpu":
+        conv = "hardware_incl_recompute" if case.convention == "hardware_incl_recompute" else "model"
+        pred = (
+            training_flops_per_token(case.model, case.seq_len, convention=conv, recompute=lay.recompute)
+            * tok_gpu
+            / 1e12
+        )
+    else:  # mfu
+        rate = training_flops_per_token(case.model, case.seq_len) * tok_gpu
+        pred = rate / case.hardware.peak(case.precision.peak_key)
+    chosen = [] if len(lays) == 1 else [f"chose {lay.describe()}"]
+    return RowResult(
+        id=case.id,
+        model=case.model_name,
+        gpu=case.gpu,
+        num_gpus=case.num_gpus,
+        metric=case.metric,
+        reliability=case.reliability,
+        measured=case.measured,
+        predicted=pred,
+        error=pred / case.measured - 1.0,
+        layout=lay.describe(),
+        fits_memory=bool(fits[i]),
+        memory_GiB=float(out["memory_B"][i]) / 1024**3,
+        assumed=case.assumed + tuple(chosen),
+    )
+
+
+def _mape(rows: list[RowResult]) -> float:
+    return float(np.mean([abs(r.error) for r in rows])) if rows else math.nan
+
+
+def build_report(
+    results: list[RowResult], unpredictable: list[tuple[str, str]], moe_ids: set[str]
+) -> ValidationReport:
+    """Per-row results and the rows that could not be predicted -> MAPE overall, by GPU, by reliability and
+    by architecture (dense / moe). Shared by the training and inference validations."""
+    by = defaultdict(list)
+    rel = defaultdict(list)
+    kind = defaultdict(list)
+    for r in results:
+        by[r.gpu].append(r)
+        rel[r.reliability].append(r)
+        kind["moe" if r.id in moe_ids else "dense"].append(r)
+    return ValidationReport(
+        rows=tuple(results),
+        unpredictable=tuple(unpredictable),
+        mape=_mape(results),
+        mape_by_gpu={k: _mape(v) for k, v in sorted(by.items())},
+        mape_by_reliability={k: _mape(v) for k, v in sorted(rel.items())},
+        mape_by_arch={k: _mape(v) for k, v in sorted(kind.items())},
+    )
+
+
+def validate_training(
+    path: str | Path | None = None, *, calibration: Calibration | None = None
+) -> ValidationReport:
+    """Predict every row of a validation CSV (default: the shipped rows) and summarise the errors."""
+    cal = calibration or load_calibration()
+    cases = load_cases(path)
+    results = [predict_case(c, cal) for c in cases if not c.reason]
+    moe = {c.id for c in cases if c.model is not None and c.model.is_moe}
+    return build_report(results, [(c.id, c.reason) for c in cases if c.reason], moe)

@@ -1,0 +1,90 @@
+"""NVIDIA's claims and the seed's estimate (through `tenfold claims --json`, run once), and the model's
+per-GPU speedups against measured Megatron-Bridge pairs."""
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from tenfold.cli.main import app
+from tenfold.cost.claims.speedups import load_speedup_pairs, speedup_checks
+from tenfold.perf.specs.hardware import load_hardware
+
+
+@pytest.fixture(scope="module")
+def claims():
+    out = CliRunner().invoke(app, ["claims", "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+def _check_decomposition(d):
+    product = math.prod(f["value"] for f in d["factors"])
+    assert product == pytest.approx(d["model_ratio"], rel=1e-9)
+    assert d["product_of_factors"] == pytest.approx(product)
+    h100, gb200 = load_hardware("h100-sxm"), load_hardware("gb200")
+    spec = next(f for f in d["factors"] if f["name"] == "per-GPU spec ratio")
+    assert (
+        spec["value"] == pytest.approx(gb200.peak("fp8") / h100.peak("fp8")) and spec["source"] == "datasheet"
+    )
+    steps = d["steps"]
+    assert steps[0]["hardware"] == "h100-sxm" and steps[0]["domain"] == 8
+    assert steps[1]["hardware"] == "gb200" and steps[1]["domain"] == 8  # the counterfactual
+    assert steps[2]["domain"] == 72
+    assert d["model_ratio"] == pytest.approx(
+        steps[-1]["tokens_per_s_per_gpu"] / steps[0]["tokens_per_s_per_gpu"]
+    )
+
+
+def test_training_claim_is_decomposed_under_its_conditions(claims):
+    d = claims["training"]
+    assert d["claimed"] == 4.0 and "32,768 GPUs" in d["conditions"] and "FP8 on both" in d["conditions"]
+    _check_decomposition(d)
+    assert [f["name"] for f in d["factors"]][:3] == ["per-GPU spec ratio", "precision", "scale-up domain"]
+    assert next(f for f in d["factors"] if f["name"] == "precision")["value"] == 1.0
+
+
+def test_inference_claim_is_decomposed_and_swept(claims):
+    inf = claims["inference"]
+    d = inf["decomposition"]
+    assert d["claimed"] == 30.0 and "ISL 32,768" in d["conditions"]
+    _check_decomposition(d)
+    prec = next(f for f in d["factors"] if f["name"] == "precision")
+    assert prec["value"] == pytest.approx(2.0)  # NVFP4 vs FP8 dense peak on GB200
+    if not inf["h100_reaches_target"]:
+        assert inf["evaluated_tokens_per_s_per_user"] <= inf["h100_max_tokens_per_s_per_user"]
+        assert "cannot reach" in d["notes"][0]
+    ratios = [s["ratio"] for s in inf["sweep"]]
+    assert ratios and all(r > 1 for r in ratios)
+    # the gap grows toward H100's interactivity ceiling: the 30x is a single operating point
+    assert ratios[-1] >= ratios[0]
+
+
+def test_seed_statements_and_what_they_hold_fixed(claims):
+    seed = claims["seed"]
+    implied = {c["statement"]: c["implied_speedup"] for c in seed["checks"]}
+    assert implied["B200 gives 4x the effective compute of H100"] == 4.0
+    assert implied["a 3-month run takes 3 weeks"] == pytest.approx(13 / 3)
+    assert implied["with 60 % of the GPUs"] == pytest.approx(1 / 0.6)
+    assert implied["3 weeks and 60 % of the GPUs together"] == pytest.approx(13 / 3 / 0.6)
+    assert seed["speedup"]["fp8"] == pytest.approx(seed["h100_days"] / seed["b200_days"]["fp8"])
+    assert seed["speedup"]["nvfp4"] > seed["speedup"]["fp8"]
+    n = seed["gpus_for_equal_time"]["fp8"]
+    assert n is None or n <= seed["num_gpus"]
+
+
+def test_gb200_fp8_speedup_within_15_percent_of_megatron_bridge():
+    """The issue's check: the model's per-GPU FP8 speedup of GB200 over H100 for Llama 3 70B and 405B,
+    each at the measured runs' GPU counts and batches, within 15 % of the measured ratio."""
+    pairs = [p for p in load_speedup_pairs() if p.target.gpu == "gb200" and p.target_precision == "fp8"]
+    assert {p.model for p in pairs} == {"llama3-70b", "llama3.1-405b"}
+    for c in speedup_checks(pairs):
+        assert abs(c.error) <= 0.15, (c.pair.name, c.pair.measured, c.predicted)
+
+
+def test_measured_pairs_in_the_data_file_match_their_runs():
+    by = {p.name: p for p in load_speedup_pairs()}
+    p = by["Llama 3.1 405B FP8, GB200 vs H100 (25.11)"]
+    assert p.measured == pytest.approx(813 / 292)  # hardware.md s2: 2.78x
+    assert by["Llama 3 70B FP8, GB200 vs H100 (25.11)"].measured == pytest.approx(2.69, abs=0.01)

@@ -1,0 +1,122 @@
+"""Calibration: the committed values are physical, reproduce their recorded fit, and generalise."""
+
+import numpy as np
+import pytest
+
+from tenfold.perf.calibration import (
+    BOUNDS,
+    InferenceCalibration,
+    calibration_from_dict,
+    load_calibration,
+)
+from tenfold.perf.validation import serving as validate_serving
+from tenfold.perf.validation.fit import fit_calibration
+from tenfold.perf.validation.training import load_cases, predict_case
+
+
+@pytest.mark.parametrize("kind", ["training", "inference"])
+def test_committed_values_are_within_physical_bounds(kind):
+    cal = load_calibration(kind=kind)
+    for k, v in cal.gemm_efficiency.items():
+        lo, hi = cal.GEMM_BOUNDS
+        assert lo <= v <= hi, k
+    for name in (*cal.FRACTION_FIELDS, *cal.OVERHEAD_FIELDS):
+        lo, hi = BOUNDS[name]
+        assert lo <= getattr(cal, name) <= hi, name
+
+
+def test_committed_fit_objective_is_reproducible():
+    cal = load_calibration()
+    cases = [c for c in load_cases() if not c.reason]
+    w = np.array([{"high": 1.0, "medium": 0.5}.get(c.reliability, 0.25) for c in cases])
+    e = np.minimum([abs(predict_case(c, cal).error) for c in cases], 0.5)
+    assert float(np.sum(w * e) / np.sum(w)) == pytest.approx(cal.fit["objective_value"], abs=2e-5)
+
+
+def test_vector_round_trip():
+    cal = load_calibration()
+    back = cal.from_vector(cal.to_vector())
+    for k in cal.gemm_efficiency:
+        assert back.gemm_efficiency[k] == pytest.approx(cal.gemm_efficiency[k], rel=1e-9)
+    assert back.kernel_overhead_us == pytest.approx(cal.kernel_overhead_us, rel=1e-9)
+
+
+def test_fallback_for_uncalibrated_architectures():
+    cal = load_calibration()
+    assert cal.gemm("blackwell-ultra", "16") == cal.gemm("blackwell", "16")  # borrows its predecessor
+    assert cal.gemm("cdna3", "16") == cal.fallback_gemm_efficiency
+    assert not cal.is_calibrated("tpu", "16")
+    with pytest.raises(ValueError, match="hbm_efficiency"):
+        calibration_from_dict(
+            {
+                "gemm_efficiency": {"hopper/16": 0.7},
+                "parameters": {
+                    "attention_efficiency": 0.8,
+                    "hbm_efficiency": 2.0,
+                    "scaleup_efficiency": 0.8,
+                    "scaleout_efficiency": 0.8,
+                    "alltoall_efficiency": 0.6,
+                    "kernel_overhead_us": 3,
+                },
+            }
+        )
+
+
+@pytest.mark.slow
+def test_held_out_split_generalises():
+    """Fit on the even-numbered rows, score the odd-numbered ones (and vice versa): each held-out half
+    must stay within the issue's starting bound of 15 % (achieved 12.4 % and 8.9 %)."""
+    cases = [c for c in load_cases() if not c.reason]
+    start = load_calibration()
+    for keep in (0, 1):
+        train = frozenset(c.id for i, c in enumerate(cases) if i % 2 != keep)
+        cal = fit_calibration(cases, start=start, iters=300, restarts=1, exclude=train)
+        held = [abs(predict_case(c, cal).error) for c in cases if c.id in train]
+        assert np.mean(held) <= 0.15
+
+
+def test_committed_inference_fit_objective_is_reproducible():
+    cal = load_calibration(kind="inference")
+    assert isinstance(cal, InferenceCalibration)
+    cases = [c for c in validate_serving.load_cases() if not c.reason]
+    w = np.array([{"high": 1.0, "medium": 0.5}.get(c.reliability, 0.25) for c in cases])
+    e = np.minimum([abs(validate_serving.predict_case(c, cal).error) for c in cases], 0.5)
+    assert float(np.sum(w * e) / np.sum(w)) == pytest.approx(cal.fit["objective_value"], abs=2e-5)
+    # the fixed parameters are the ones no inference row isolates
+    fixed = set(cal.fit["fixed_parameters"])
+    assert {"gemm:blackwell/4", "gemm:hopper/8", "moe_efficiency", "expert_overhead_us"}.isdisjoint(fixed)
+    assert set(cal.free_names()).isdisjoint(fixed)
+    with pytest.raises(ValueError, match="unknown calibration kind"):
+        load_calibration(kind="serving")
+
+
+@pytest.mark.slow
+def test_inference_held_out_split():
+    """Fit the serving model from generic starting values on the even-numbered rows and score the
+    odd-numbered ones, and vice versa (achieved 18.2 % and 12.0 % held out; 12.3 % leave-one-out)."""
+    cases = [c for c in validate_serving.load_cases() if not c.reason]
+    start = load_calibration(kind="inference")
+    generic = calibration_from_dict(
+        {
+            "gemm_efficiency": dict(start.gemm_efficiency) | {"blackwell/4": 0.38, "hopper/8": 0.5},
+            "parameters": {
+                "attention_efficiency": 0.8,
+                "hbm_efficiency": 0.85,
+                "scaleup_efficiency": start.scaleup_efficiency,
+                "scaleout_efficiency": start.scaleout_efficiency,
+                "alltoall_efficiency": start.alltoall_efficiency,
+                "moe_efficiency": 0.7,
+                "kernel_overhead_us": 3.0,
+                "moe_layer_overhead_us": 0.0,
+                "step_overhead_us": 0.0,
+                "expert_overhead_us": 1.0,
+            },
+            "fit": dict(start.fit),
+        },
+        kind="inference",
+    )
+    for keep in (0, 1):
+        held = frozenset(c.id for i, c in enumerate(cases) if i % 2 != keep)
+        cal = fit_calibration(cases, start=generic, iters=1500, restarts=3, exclude=held, kind="inference")
+        errs = [abs(validate_serving.predict_case(c, cal).error) for c in cases if c.id in held]
+        assert np.mean(errs) <= 0.22

@@ -1,0 +1,107 @@
+"""Validation of the serving model against the shipped published runs: the accuracy it is held to.
+
+Thresholds are the achieved errors plus a small margin (the issue asks to start at 30 % and tighten
+towards 15 %). The calibration is in-sample here; the held-out error is in test_calibration.py and
+docs/inference.md.
+"""
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from tenfold.perf.validation.serving import (
+    EXTENSION_COLUMNS,
+    default_runs_path,
+    load_cases,
+    validate_inference,
+)
+from tenfold.perf.validation.training import ValidationReport
+
+MAPE_OVERALL = 0.10  # achieved 9.2 % over 21 rows (in-sample; leave-one-out in docs/inference.md)
+MAPE_HIGH = 0.05  # achieved 3.4 % over 8 rows
+RESEARCH_COPY = Path("/work/shared/research/validation/inference_runs.csv")
+
+
+@pytest.fixture(scope="module")
+def report():
+    return validate_inference()
+
+
+def test_validation_mape(report):
+    assert isinstance(report, ValidationReport)
+    assert len(report.rows) + len(report.unpredictable) == 32
+    assert len(report.rows) == 21
+    assert report.mape <= MAPE_OVERALL
+    assert report.mape_by_reliability["high"] <= MAPE_HIGH
+
+
+def test_every_row_is_predicted_or_listed_with_a_reason(report):
+    ids = {r.id for r in report.rows} | {i for i, _ in report.unpredictable}
+    with open(default_runs_path(), newline="") as fh:
+        assert ids == {row["id"] for row in csv.DictReader(fh)}
+    for _, why in report.unpredictable:
+        assert why
+    for r in report.rows:
+        assert math.isfinite(r.predicted) and r.predicted > 0
+        assert r.error == pytest.approx(r.predicted / r.measured - 1)
+    d = report.to_dict()
+    assert {"rows", "mape"} <= set(d) and d["mape"]["overall"] == report.mape
+    assert set(report.mape_by_gpu) >= {"h100-sxm", "h200", "b200", "gb200", "gb300"}
+
+
+def test_shipped_rows_keep_the_research_columns():
+    """The project's copy = the research CSV's columns unchanged, then the documented extension columns."""
+    with open(default_runs_path(), newline="") as fh:
+        shipped = list(csv.reader(fh))
+    header = shipped[0]
+    assert header[-len(EXTENSION_COLUMNS) :] == list(EXTENSION_COLUMNS)
+    if not RESEARCH_COPY.exists():
+        pytest.skip("the research copy is not on this machine")
+    with open(RESEARCH_COPY, newline="") as fh:
+        research = list(csv.reader(fh))
+    assert len(shipped) == len(research)
+    for ours, theirs in zip(shipped, research, strict=True):
+        assert ours[: len(theirs)] == theirs
+
+
+def test_research_schema_without_extension_columns_still_works(tmp_path):
+    """A CSV in the research schema is accepted; rows it cannot resolve say why."""
+    with open(default_runs_path(), newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    base = [c for c in rows[0] if c not in EXTENSION_COLUMNS]
+    out = tmp_path / "runs.csv"
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=base, extrasaction="ignore")
+        w.writeheader()
+        keep = [r for r in rows if r["id"].startswith("trtllm10-")]
+        bad = [
+            {**keep[0], "id": "bad-gpu", "gpu": "tpu-v9"},
+            {**keep[0], "id": "no-isl", "input_len": ""},
+            {**keep[0], "id": "bad-metric", "metric": "joules"},
+            {**keep[0], "id": "split", "tp": "3"},
+            {**keep[0], "id": "too-big", "model": "Llama-3.1-405B", "num_gpus": "1", "tp": "1"},
+        ]
+        w.writerows([*keep, *bad])
+    rep = validate_inference(out)
+    reasons = dict(rep.unpredictable)
+    assert "not in the hardware catalog" in reasons["bad-gpu"]
+    assert "input_len is empty" in reasons["no-isl"]
+    assert "metric" in reasons["bad-metric"]
+    assert "does not divide" in reasons["split"]
+    assert "infeasible" in reasons["too-big"] and "GiB" in reasons["too-big"]
+    assert len(rep.rows) == len(keep)
+    assert all(any("engine_preset=trtllm" in a for a in r.assumed) for r in rep.rows)
+
+
+def test_row_assumptions_are_reported():
+    cases = {c.id: c for c in load_cases()}
+    llama = cases["trtllm12-llama33-70b-b200-tp1-fp4-1k1k"]
+    assert llama.kv_precision == "fp8" and any("kv_precision=fp8 (auto" in a for a in llama.assumed)
+    h200 = cases["trtllm-blog-dsr1-h200-tp8-minlat"]
+    assert h200.accepted_tokens == 2.82 and any("accepted_tokens=2.82" in a for a in h200.assumed)
+    dep = cases["trtllm12-dsr1-b200-dep4-fp4-1k1k"].deployment
+    assert (dep.tp, dep.dp, dep.ep) == (1, 4, 4)
+    mla = cases["trtllm-blog-dsr1-b200-tp8-minlat"].deployment
+    assert (mla.tp, mla.dp, mla.ep, mla.moe_tp) == (8, 1, 2, 4)

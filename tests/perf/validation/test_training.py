@@ -1,0 +1,97 @@
+"""Validation against the shipped published runs: the accuracy the model is held to.
+
+Thresholds are the achieved errors plus a small margin (the issue asks to start at 15 % / 10 % and
+tighten as the model improves). Calibration is in-sample; the held-out error is in test_calibration.py
+and docs/perf.md.
+"""
+
+import csv
+import math
+
+import pytest
+
+from tenfold.perf.validation.training import default_runs_path, load_cases, validate_training
+
+MAPE_OVERALL = 0.08  # achieved 7.2 % (in-sample; leave-one-out 8.5 %)
+MAPE_HIGH = 0.07  # achieved 6.3 %
+
+
+@pytest.fixture(scope="module")
+def report():
+    return validate_training()
+
+
+def test_validation_mape(report):
+    assert len(report.rows) + len(report.unpredictable) == 50
+    assert report.mape <= MAPE_OVERALL
+    assert report.mape_by_reliability["high"] <= MAPE_HIGH
+
+
+def test_every_row_is_predicted_or_listed_with_a_reason(report):
+    ids = {r.id for r in report.rows} | {i for i, _ in report.unpredictable}
+    with open(default_runs_path(), newline="") as fh:
+        assert ids == {row["id"] for row in csv.DictReader(fh)}
+    for _, why in report.unpredictable:
+        assert why
+    for r in report.rows:
+        assert math.isfinite(r.predicted) and r.predicted > 0
+        assert r.error == pytest.approx(r.predicted / r.measured - 1)
+
+
+def test_groupings(report):
+    assert set(report.mape_by_gpu) >= {"a100-80gb", "h100-sxm", "b200", "gb200", "gb300"}
+    d = report.to_dict()
+    assert {"rows", "mape"} <= set(d) and d["mape"]["overall"] == report.mape
+
+
+def test_research_schema_without_extension_columns_still_works(tmp_path):
+    """A CSV in the research schema (no tenfold columns) is accepted; rows it cannot resolve say why."""
+    src = default_runs_path()
+    with open(src, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    base = [
+        c
+        for c in rows[0]
+        if c
+        not in (
+            "software",
+            "pp_schedule",
+            "ep_dispatch",
+            "ep_overlap",
+            "cp_comm",
+            "recompute_layers",
+            "dense_layers",
+            "assumptions",
+        )
+    ]
+    out = tmp_path / "runs.csv"
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=base, extrasaction="ignore")
+        w.writeheader()
+        bad = [
+            {**rows[0], "id": "bad-gpu", "gpu": "tpu-v9"},
+            {**rows[0], "id": "no-batch", "global_batch_seqs": ""},
+            {**rows[0], "id": "bad-metric", "metric": "joules"},
+        ]
+        w.writerows([*rows[:5], *bad])
+    rep = validate_training(out)
+    reasons = dict(rep.unpredictable)
+    assert "not in the hardware catalog" in reasons["bad-gpu"]
+    assert "global_batch_seqs is empty" in reasons["no-batch"]
+    assert "metric" in reasons["bad-metric"]
+    assert len(rep.rows) == 5
+
+
+def test_unknown_knobs_are_chosen_and_reported():
+    cases = {c.id: c for c in load_cases()}
+    c = cases["nara21-gpt-1p7b-a100x32"]
+    assert len(c.candidates) > 1 and any("micro_batch chosen" in a for a in c.assumed)
+    assert len(cases["mbridge-llama3-70b-h100-fp8"].candidates) == 1
+
+
+def test_row_architecture_matches_published_params():
+    for c in load_cases():
+        if c.reason or c.model is None or not c.model.published_params:
+            continue
+        # 3 %: Narayanan Table 1 prints 1.7B for a 1.65B model
+        assert c.model.total_params() == pytest.approx(c.model.published_params, rel=0.03), c.id
