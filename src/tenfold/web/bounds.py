@@ -1,0 +1,95 @@
+"""Work bounds of the web API: how much one request may ask the planner to do.
+
+Three bounds besides the per-field ranges in schemas.py: a grid-size check before a search or a
+comparison runs (`plan_count`, `compare_plan_bound` against `Limits.max_search_plans` and
+`Limits.max_compare_plans`), a time limit per request, checked between search chunks (`time_limit`),
+and at most `Limits.heavy_slots` searches or comparisons at once (the routes answer 429 beyond that).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tenfold.cost.compare import gpu_ladder
+from tenfold.cost.workloads import precisions_for
+from tenfold.perf.specs.hardware import load_hardware
+from tenfold.perf.specs.models import load_model
+from tenfold.perf.training.search import MICRO_BATCHES, RECOMPUTES, ZERO_STAGES
+from tenfold.perf.training.stack import stack
+from tenfold.web.schemas import MAX_COMPARE_PLANS, MAX_DEADLINE_GPUS, MAX_SEARCH_PLANS, CompareRequest
+
+TIME_LIMIT_S = 30.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """The work bounds one app enforces (`create_app` takes them as keyword arguments)."""
+
+    time_limit_s: float = TIME_LIMIT_S
+    """Wall time one search or comparison may run before it stops with a 503."""
+    heavy_slots: int = 2
+    """Searches and comparisons running at once; one more gets a 429."""
+    max_search_plans: int = MAX_SEARCH_PLANS
+    """Layouts one training search may enumerate; a larger grid gets a 422 before it runs."""
+    max_compare_plans: int = MAX_COMPARE_PLANS
+    """Layouts one training comparison may search, all GPU types together; beyond it: 422."""
+
+    def __post_init__(self) -> None:
+        if self.heavy_slots < 0:
+            raise ValueError(f"heavy_slots must be >= 0, got {self.heavy_slots}")
+
+
+class TimeLimit(Exception):
+    """A request ran past its time limit (raised from a progress callback, between chunks of work)."""
+
+
+def time_limit(limit_s: float) -> Callable[[int, int], None]:
+    """A progress callback for the searches that raises TimeLimit once `limit_s` seconds have passed."""
+    t_end = time.perf_counter() + limit_s
+
+    def check(done: int, total: int) -> None:
+        if time.perf_counter() > t_end:
+            raise TimeLimit(f"stopped after {limit_s:g} s at {done} of {total} steps")
+
+    return check
+
+
+def plan_count(model: str, num_gpus: int, seq_len: int, max_vp: int, software: str) -> int:
+    """How many layouts `search_training` would enumerate (the same grid as search.enumerate_plans),
+    counted without building it."""
+    m = load_model(model)
+    if not stack(software).interleaving:
+        max_vp = 1
+    divs = [d for d in range(1, num_gpus + 1) if num_gpus % d == 0]
+    eps = len([e for e in divs if m.experts % e == 0]) if m.is_moe else 1
+    per = eps * len(MICRO_BATCHES) * len(RECOMPUTES) * len(ZERO_STAGES)
+    total = 0
+    for tp in divs:
+        if tp > m.heads:
+            continue
+        for pp in divs:
+            if num_gpus % (tp * pp) or pp > m.layers:
+                continue
+            for cp in divs:
+                if num_gpus % (tp * pp * cp) or cp > seq_len:
+                    continue
+                total += (max_vp if pp > 1 else 1) * per
+    return total
+
+
+def compare_plan_bound(req: CompareRequest) -> int:
+    """An upper bound on the layouts a training comparison searches: per GPU type and precision, one
+    search at the fixed count, or (deadline) one per bisection probe of the GPU-count ladder, each
+    bounded by the largest grid on the ladder."""
+    allowed = (req.precision,) if req.precision else None
+    if req.deadline_days is None:
+        probes, counts = 1, [req.num_gpus or 1]
+    else:
+        counts = gpu_ladder(MAX_DEADLINE_GPUS)
+        probes = math.ceil(math.log2(len(counts))) + 2
+    grid = max(plan_count(req.model, n, req.seq_len, 8, "megatron-core") for n in counts)
+    n_prec = sum(len(precisions_for(load_hardware(g), allowed)) for g in req.gpus)
+    return n_prec * probes * grid

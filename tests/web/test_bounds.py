@@ -1,0 +1,30 @@
+"""Work is bounded: the grid count matches the search, and large grids, slow requests and too many at once
+get a 422, 503 or 429."""
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tenfold.perf.specs.models import load_model
+from tenfold.perf.training.search import enumerate_plans
+from tenfold.web import create_app
+from tenfold.web.bounds import plan_count
+
+
+@pytest.mark.parametrize(("model", "n", "seq"), [("llama3-8b", 16, 8192), ("mixtral-8x7b", 48, 4096)])
+def test_plan_count_is_the_search_grid(model, n, seq):
+    grid = sum(len(c["tp"]) for c in enumerate_plans(load_model(model), n, seq_len=seq))
+    assert plan_count(model, n, seq, 8, "megatron-core") == grid
+
+
+def test_work_is_bounded(client):
+    r = client.post("/api/search/train", json={"model": "llama3-70b", "num_gpus": 55440})
+    assert r.status_code == 422 and "layouts to search; allowed: at most 4,000,000" in r.json()["message"]
+    r = client.post("/api/compare", json={"model": "gpt-moe-1.8t", "num_gpus": None, "deadline_days": 90})
+    assert r.status_code == 422 and "layouts; allowed: at most" in r.json()["message"]
+    # the time limit stops a search between chunks; beyond the heavy slots the answer is 429
+    slow = TestClient(create_app(time_limit_s=1e-9))
+    r = slow.post("/api/search/train", json={"model": "llama3-8b", "num_gpus": 16, "global_batch": 64})
+    assert r.status_code == 503 and "time limit" in r.json()["message"]
+    busy = TestClient(create_app(heavy_slots=0))
+    r = busy.post("/api/search/train", json={"model": "llama3-8b", "num_gpus": 16, "global_batch": 64})
+    assert r.status_code == 429 and "busy" in r.json()["message"]
