@@ -4,6 +4,8 @@ an answer, not an error."""
 import pytest
 
 from tenfold.perf import Layout, estimate_training
+from tenfold.perf.errors import Infeasible
+from tenfold.web.routes import estimate as estimate_routes
 
 
 def test_estimate_train_matches_the_library(client):
@@ -37,3 +39,14 @@ def test_estimate_infer_with_curve(client):
     # a deployment the model cannot use: answered, with the reason
     r = client.post("/api/estimate/infer", json={"model": "llama3-70b", "gpu": "b200", "ep": 2, "tp": 2})
     assert r.status_code == 200 and "needs an MoE model" in r.json()["result"]["reason"]
+
+
+def test_estimate_train_answers_infeasible(client, monkeypatch):
+    # Infeasible is not a ValueError: an estimate that raises it is still a 200 with the reason
+    def raise_infeasible(*args, **kwargs):
+        raise Infeasible("needs 99 GiB of 80 GiB")
+
+    monkeypatch.setattr(estimate_routes, "estimate_training", raise_infeasible)
+    r = client.post("/api/estimate/train", json={})
+    assert r.status_code == 200
+    assert r.json()["result"] == {"feasible": False, "reason": "needs 99 GiB of 80 GiB"}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from tenfold.perf.errors import Infeasible
 from tenfold.web.bounds import Limits, TimeLimit
 from tenfold.web.responses import bad_input, json_response
 
@@ -41,7 +42,7 @@ def web_state(request: Request) -> WebState:
 
 def run_heavy(state: WebState, work: Callable[[], JSONResponse]) -> JSONResponse:
     """Run a search or comparison in a free heavy slot: 429 when none is free, 503 past the time limit,
-    422 when the planner rejects the input (a ValueError)."""
+    422 when the planner rejects the input (a ValueError, or an Infeasible plan)."""
     if not state.heavy.acquire(blocking=False):
         slots = state.limits.heavy_slots
         return json_response({"message": f"busy: {slots} searches already running; retry shortly"}, 429)
@@ -49,7 +50,7 @@ def run_heavy(state: WebState, work: Callable[[], JSONResponse]) -> JSONResponse
         return work()
     except TimeLimit as exc:
         return json_response({"message": f"time limit: {exc}; ask for fewer GPUs or GPU types"}, 503)
-    except ValueError as exc:
+    except (ValueError, Infeasible) as exc:
         return bad_input(str(exc))
     finally:
         state.heavy.release()

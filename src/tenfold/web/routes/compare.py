@@ -13,6 +13,7 @@ from tenfold.cost.compare import Progress, compare_training
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.results import Comparison
 from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload
+from tenfold.perf.errors import Infeasible
 from tenfold.report.compare import comparison_charts, comparison_table
 from tenfold.web.bounds import compare_plan_bound, time_limit
 from tenfold.web.responses import bad_input, json_response
@@ -71,7 +72,7 @@ def compare(req: CompareRequest, request: Request) -> JSONResponse:
     if req.kind == "training":
         try:
             bound = compare_plan_bound(req)
-        except ValueError as exc:
+        except (ValueError, Infeasible) as exc:
             return bad_input(str(exc))
         most = state.limits.max_compare_plans
         if bound > most:

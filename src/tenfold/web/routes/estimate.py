@@ -56,6 +56,8 @@ def estimate_train(req: TrainEstimateRequest) -> JSONResponse:
             precision=req.precision,
             software=req.software,
         )
+    except Infeasible as exc:
+        return infeasible(exc)
     except ValueError as exc:
         return bad_input(str(exc))
     charts = []
