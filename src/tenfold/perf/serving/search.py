@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from tenfold.perf.errors import Infeasible
 from tenfold.perf.serving.estimate import inference_curve
 from tenfold.perf.serving.presets import Engine, engine
-from tenfold.perf.serving.results import Deployment
+from tenfold.perf.serving.results import Deployment, latencies_in_ms
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 from tenfold.perf.specs.models import ModelSpec, load_model
 from tenfold.perf.specs.precision import check_supported, get_precision
@@ -79,11 +79,12 @@ class ServingPoint:
     concurrency: int
     output_tokens_per_s_per_gpu: float
     output_tokens_per_s_per_user: float
-    ttft_ms: float
-    tpot_ms: float
+    ttft_s: float
+    tpot_s: float
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """JSON-ready, latencies in ms."""
+        d = latencies_in_ms(asdict(self))
         d["deployment"] = asdict(self.deployment) | {"describe": self.deployment.describe()}
         return d
 
@@ -101,7 +102,7 @@ class ServingSearch:
     input_len: int
     output_len: int
     min_tokens_per_s_per_user: float
-    max_ttft_ms: float
+    max_ttft_s: float
     best: ServingPoint | None
     tried: int
     fits: int
@@ -109,7 +110,8 @@ class ServingSearch:
     reason: str
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """JSON-ready, latencies in ms."""
+        d = latencies_in_ms(asdict(self))
         d["best"] = self.best.to_dict() if self.best else None
         return d
 
@@ -150,6 +152,7 @@ def search_inference(
     if why:
         raise ValueError(why)
     kv = kv_precision or kv_for(precision)
+    max_ttft_s = max_ttft_ms / 1e3
     cands = deployments(m, max_gpus)
     best: ServingPoint | None = None
     fits = 0
@@ -184,7 +187,7 @@ def search_inference(
             concurrencies=concurrency_grid(cap_curve.capacity),
         )
         for p in curve.points:
-            if p.saturated or not p.ttft_ms <= max_ttft_ms:
+            if p.saturated or not p.ttft_s <= max_ttft_s:
                 continue
             reach = max(reach, p.output_tokens_per_s_per_user)
             if p.output_tokens_per_s_per_user < min_tokens_per_s_per_user:
@@ -203,8 +206,8 @@ def search_inference(
                     concurrency=p.concurrency,
                     output_tokens_per_s_per_gpu=p.output_tokens_per_s_per_gpu,
                     output_tokens_per_s_per_user=p.output_tokens_per_s_per_user,
-                    ttft_ms=p.ttft_ms,
-                    tpot_ms=p.tpot_ms,
+                    ttft_s=p.ttft_s,
+                    tpot_s=p.tpot_s,
                 )
         if progress:
             progress(i + 1, len(cands))
@@ -227,7 +230,7 @@ def search_inference(
         input_len=input_len,
         output_len=output_len,
         min_tokens_per_s_per_user=min_tokens_per_s_per_user,
-        max_ttft_ms=max_ttft_ms,
+        max_ttft_s=max_ttft_s,
         best=best,
         tried=len(cands),
         fits=fits,

@@ -42,12 +42,13 @@ from tenfold.perf.validation.training import (
     build_report,
 )
 
+# A row's metric (in the CSV's unit) -> the estimate's field and the factor from its unit to the row's
 METRICS = {
-    "output_tokens_per_s_per_gpu": "output_tokens_per_s_per_gpu",
-    "total_tokens_per_s_per_gpu": "total_tokens_per_s_per_gpu",
-    "output_tokens_per_s_per_user": "output_tokens_per_s_per_user",
-    "ttft_ms": "ttft_ms",
-    "tpot_ms": "tpot_ms",
+    "output_tokens_per_s_per_gpu": ("output_tokens_per_s_per_gpu", 1.0),
+    "total_tokens_per_s_per_gpu": ("total_tokens_per_s_per_gpu", 1.0),
+    "output_tokens_per_s_per_user": ("output_tokens_per_s_per_user", 1.0),
+    "ttft_ms": ("ttft_s", 1e3),
+    "tpot_ms": ("tpot_s", 1e3),
 }
 REQUIRED = ("id", "model", "gpu", "metric", "value", "layers", "hidden", "heads")
 EXTENSION_COLUMNS = (
@@ -219,7 +220,8 @@ def predict_case(case: Case, calibration: Calibration) -> RowResult:
         accepted_tokens=case.accepted_tokens,
         calibration=calibration,
     )
-    pred = getattr(est, METRICS[case.metric]) if est.feasible else math.nan
+    field, scale = METRICS[case.metric]
+    pred = getattr(est, field) * scale if est.feasible else math.nan
     layout = f"{case.deployment.describe()} {case.precision}/kv {case.kv_precision} {case.engine.name}"
     batch = f"batch {est.batch_per_rank}/rank ({est.limited_by})" if est.feasible else est.reason
     return RowResult(
