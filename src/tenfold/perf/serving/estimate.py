@@ -40,7 +40,7 @@ from tenfold.perf.serving.results import (
     Deployment,
     InferenceCurve,
     InferenceEstimate,
-    StepBreakdown,
+    ServingStepBreakdown,
 )
 from tenfold.perf.serving.step import Formats, serving_rates, step_times
 from tenfold.perf.specs.catalog import GiB
@@ -53,7 +53,7 @@ __all__ = [
     "Deployment",
     "InferenceCurve",
     "InferenceEstimate",
-    "StepBreakdown",
+    "ServingStepBreakdown",
     "estimate_inference",
     "inference_curve",
 ]
@@ -405,7 +405,7 @@ def estimate_inference(
         output_tokens_per_s_per_user=v["per_user"],
         usd_per_m_output_tokens=_cost(s.usd_h, v["out_gpu"]),
         usd_per_m_total_tokens=_cost(s.usd_h, v["total_gpu"]),
-        breakdown=StepBreakdown(**{f"{k}_s": v[f"{k}_s"] for k in STEP_PARTS}, step_s=v["step_s"]),
+        breakdown=ServingStepBreakdown(**{f"{k}_s": v[f"{k}_s"] for k in STEP_PARTS}, step_s=v["step_s"]),
     )
 
 

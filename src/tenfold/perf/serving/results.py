@@ -80,7 +80,7 @@ class Deployment:
 
 
 @dataclass(frozen=True, kw_only=True)
-class StepBreakdown:
+class ServingStepBreakdown:
     """Seconds of one engine step on one GPU; the fields sum to `step_s`."""
 
     attn_proj_s: float
@@ -139,7 +139,7 @@ class InferenceEstimate:
     kv_budget_GiB: float
     kv_per_sequence_GiB: float
     capacity_GiB: float
-    breakdown: StepBreakdown | None
+    breakdown: ServingStepBreakdown | None
     calibrated: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
 

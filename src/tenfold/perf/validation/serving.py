@@ -69,7 +69,7 @@ def default_runs_path() -> Path:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Case:
+class ServingCase:
     """One row resolved into `estimate_inference` arguments (or the reason it cannot be)."""
 
     id: str
@@ -100,7 +100,7 @@ def _cell(row: dict[str, str], key: str) -> str:
     return (row.get(key) or "").strip()
 
 
-def case_from_row(row: dict[str, str]) -> Case:
+def case_from_row(row: dict[str, str]) -> ServingCase:
     """Resolve one CSV row (see the module docstring)."""
     head = dict(
         id=row.get("id", "?"),
@@ -114,11 +114,11 @@ def case_from_row(row: dict[str, str]) -> Case:
     )
     missing = [k for k in REQUIRED if not _cell(row, k)]
     if missing:
-        return Case(**head, reason=f"missing required columns: {', '.join(missing)}")
+        return ServingCase(**head, reason=f"missing required columns: {', '.join(missing)}")
     if head["metric"] not in METRICS:
-        return Case(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
+        return ServingCase(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
     if head["gpu"] not in list_hardware():
-        return Case(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
+        return ServingCase(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
     assumed: list[str] = []
     for key, value in parse_assumptions(row.get("assumptions", "")).items():
         if _cell(row, key) in ("", "auto"):
@@ -131,21 +131,23 @@ def case_from_row(row: dict[str, str]) -> Case:
         ("weights_precision", "weights_precision is empty"),
     ):
         if not _cell(row, key):
-            return Case(**head, reason=why)
+            return ServingCase(**head, reason=why)
     model, why, notes = row_model(row)
     assumed += notes
     if model is None:
-        return Case(**head, reason=why)
+        return ServingCase(**head, reason=why)
     gpus = head["num_gpus"]
     tp = int_cell(row.get("tp"), 0)
     if not tp:
-        return Case(**head, reason=f"tp is empty: the split of the {gpus} GPUs is not stated")
+        return ServingCase(**head, reason=f"tp is empty: the split of the {gpus} GPUs is not stated")
     adp = _cell(row, "attention_dp")
     if gpus % tp:
-        return Case(**head, reason=f"tp={tp} does not divide num_gpus={gpus}")
+        return ServingCase(**head, reason=f"tp={tp} does not divide num_gpus={gpus}")
     dp = gpus // tp
     if adp == "0" and dp > 1:
-        return Case(**head, reason=f"tp={tp} on {gpus} GPUs without attention DP: replicas are not modelled")
+        return ServingCase(
+            **head, reason=f"tp={tp} on {gpus} GPUs without attention DP: replicas are not modelled"
+        )
     if adp == "" and dp > 1:
         assumed.append(f"attention_dp=1 (tp={tp} on {gpus} GPUs)")
     ep = int_cell(row.get("ep"), 1)
@@ -172,8 +174,10 @@ def case_from_row(row: dict[str, str]) -> Case:
     draft = int_cell(row.get("draft_tokens"), 0)
     accepted = float(row["accepted_tokens"]) if _cell(row, "accepted_tokens") else 1.0
     if draft and not _cell(row, "accepted_tokens"):
-        return Case(**head, reason=f"draft_tokens={draft} without accepted_tokens: the speedup is unknown")
-    return Case(
+        return ServingCase(
+            **head, reason=f"draft_tokens={draft} without accepted_tokens: the speedup is unknown"
+        )
+    return ServingCase(
         **head,
         model=model,
         hardware=load_hardware(head["gpu"]),
@@ -191,8 +195,8 @@ def case_from_row(row: dict[str, str]) -> Case:
     )
 
 
-def load_cases(path: str | Path | None = None) -> list[Case]:
-    """Every row of an inference validation CSV as a Case (default: the shipped rows)."""
+def load_cases(path: str | Path | None = None) -> list[ServingCase]:
+    """Every row of an inference validation CSV as a ServingCase (default: the shipped rows)."""
     path = Path(path) if path is not None else default_runs_path()
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
@@ -202,7 +206,7 @@ def load_cases(path: str | Path | None = None) -> list[Case]:
         return [case_from_row(row) for row in reader]
 
 
-def predict_case(case: Case, calibration: Calibration) -> RowResult:
+def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
     """Predict one resolved case; an infeasible configuration comes back with a NaN prediction."""
     assert not case.reason, case.reason
     est = estimate_inference(
