@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tenfold.perf.serving.estimate import InferenceCurve, InferenceEstimate
+from tenfold.perf.serving.results import InferenceCurve, InferenceEstimate
 from tenfold.perf.training.estimate import TrainingEstimate
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2

@@ -23,8 +23,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from tenfold.cost.compare import compare_training, gpu_ladder
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload, precisions_for
+from tenfold.perf import Deployment, estimate_inference, inference_curve
 from tenfold.perf.errors import Infeasible
-from tenfold.perf.serving.estimate import Deployment, estimate_inference, inference_curve
 from tenfold.perf.specs.hardware import load_hardware
 from tenfold.perf.specs.models import load_model
 from tenfold.perf.training.estimate import estimate_training

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from tenfold.perf import Deployment, engine, estimate_inference, inference_curve, load_hardware, load_model
 from tenfold.perf.calibration import load_calibration
-from tenfold.perf.serving.estimate import busiest_prompts, default_concurrencies
+from tenfold.perf.serving.curve import default_concurrencies
+from tenfold.perf.serving.steady_state import busiest_prompts
 from tenfold.perf.serving.step import all_reduce_time, experts_touched
 from tenfold.perf.specs.catalog import GiB
 

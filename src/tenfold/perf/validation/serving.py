@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tenfold.perf.calibration import Calibration, load_calibration
-from tenfold.perf.serving.estimate import Deployment, estimate_inference
-from tenfold.perf.serving.presets import Engine, engine
+from tenfold.perf.serving.estimate import estimate_for
+from tenfold.perf.serving.presets import engine
+from tenfold.perf.serving.query import ServingQuery
+from tenfold.perf.serving.results import Deployment
 from tenfold.perf.specs.catalog import data_dir
-from tenfold.perf.specs.hardware import Hardware, list_hardware, load_hardware
-from tenfold.perf.specs.models import ModelSpec
+from tenfold.perf.specs.hardware import list_hardware
 from tenfold.perf.validation.rows import int_cell, parse_assumptions, row_model
 from tenfold.perf.validation.training import (
     RowResult,
@@ -70,7 +71,13 @@ def default_runs_path() -> Path:
 
 @dataclass(frozen=True, kw_only=True)
 class ServingCase:
-    """One row resolved into `estimate_inference` arguments (or the reason it cannot be)."""
+    """One row resolved into a `ServingQuery` and a concurrency (or the reason it cannot be).
+
+    The row's identity and measurement (id, model_name, gpu, num_gpus, metric, measured, reliability,
+    source_url); reason: why it cannot be predicted ('' if it can); query: the configuration (None when
+    it cannot); concurrency: requests in flight (None = the engine's max load); assumed: what was assumed
+    for cells the row leaves empty.
+    """
 
     id: str
     model_name: str
@@ -81,18 +88,8 @@ class ServingCase:
     reliability: str
     source_url: str
     reason: str = ""
-    model: ModelSpec | None = None
-    hardware: Hardware | None = None
-    deployment: Deployment | None = None
-    engine: Engine | None = None
-    input_len: int = 0
-    output_len: int = 0
+    query: ServingQuery | None = None
     concurrency: int | None = None
-    precision: str = ""
-    attention_precision: str = ""
-    kv_precision: str = ""
-    draft_tokens: int = 0
-    accepted_tokens: float = 1.0
     assumed: tuple[str, ...] = ()
 
 
@@ -177,22 +174,20 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
         return ServingCase(
             **head, reason=f"draft_tokens={draft} without accepted_tokens: the speedup is unknown"
         )
-    return ServingCase(
-        **head,
+    query = ServingQuery(
         model=model,
-        hardware=load_hardware(head["gpu"]),
+        hardware=head["gpu"],
         deployment=dep,
         engine=eng,
         input_len=isl,
         output_len=osl,
-        concurrency=conc,
         precision=weights,
         attention_precision=_cell(row, "attention_precision") or weights,
         kv_precision=kv,
         draft_tokens=draft,
         accepted_tokens=accepted,
-        assumed=tuple(assumed),
     )
+    return ServingCase(**head, query=query, concurrency=conc, assumed=tuple(assumed))
 
 
 def load_cases(path: str | Path | None = None) -> list[ServingCase]:
@@ -209,24 +204,11 @@ def load_cases(path: str | Path | None = None) -> list[ServingCase]:
 def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
     """Predict one resolved case; an infeasible configuration comes back with a NaN prediction."""
     assert not case.reason, case.reason
-    est = estimate_inference(
-        case.model,
-        case.hardware,
-        case.deployment,
-        input_len=case.input_len,
-        output_len=case.output_len,
-        concurrency=case.concurrency,
-        precision=case.precision,
-        attention_precision=case.attention_precision,
-        kv_precision=case.kv_precision,
-        engine=case.engine,
-        draft_tokens=case.draft_tokens,
-        accepted_tokens=case.accepted_tokens,
-        calibration=calibration,
-    )
+    q = case.query
+    est = estimate_for(q, concurrency=case.concurrency, calibration=calibration)
     field, scale = METRICS[case.metric]
     pred = getattr(est, field) * scale if est.feasible else math.nan
-    layout = f"{case.deployment.describe()} {case.precision}/kv {case.kv_precision} {case.engine.name}"
+    layout = f"{q.deployment.describe()} {q.precision}/kv {q.kv_precision} {q.engine.name}"
     batch = f"batch {est.batch_per_rank}/rank ({est.limited_by})" if est.feasible else est.reason
     return RowResult(
         id=case.id,
@@ -261,5 +243,5 @@ def validate_inference(
             results.append(r)
         else:
             unpredictable.append((c.id, f"infeasible as stated: {r.layout}"))
-    moe = {c.id for c in cases if c.model is not None and c.model.is_moe}
+    moe = {c.id for c in cases if c.query is not None and c.query.model.is_moe}
     return build_report(results, unpredictable, moe)
