@@ -139,6 +139,44 @@ def experts_touched(tokens, *, experts_local: float, topk: int, experts: int):
     return experts_local * (1.0 - (1.0 - topk / experts) ** t)
 
 
+def moe_exchange_time(t_loc, t_ep, *, model: ModelSpec, formats: Formats, ep: int, ep_comm: str, links):
+    """Seconds of one MoE layer's token exchange under attention data parallelism: tokens leave in the
+    activation format (e.g. FP4) and return in BF16, either all-gathered and reduce-scattered over the EP
+    group (`ep_comm` "allgather", `t_ep` tokens in the group) or dispatched to the ranks holding each of
+    the `t_loc` local tokens' experts ("alltoall")."""
+    h, k = model.hidden, model.topk
+    disp_bytes = formats.activations.operand_bytes
+    if ep_comm == "allgather":
+        gather = comm.all_gather_time(t_ep * h * disp_bytes, ep, 1.0, links)
+        return gather + comm.reduce_scatter_time(t_ep * h * 2.0, ep, 1.0, links)
+    out = dispatch_time(t_loc, ep=ep, topk=k, hidden=h, elem_bytes=disp_bytes, links=links)
+    return out + dispatch_time(t_loc, ep=ep, topk=k, hidden=h, elem_bytes=2.0, links=links)
+
+
+def draft_pass_time(b, *, model: ModelSpec, rates: ServingRates, links, tp: int, dp: int, ep: int):
+    """Seconds of one speculative draft pass for `b` sequences per attention rank: the MTP module
+    (DeepSeek-V3 technical report, arXiv 2412.19437 §2.2) in BF16, one layer + the 2h -> h projection +
+    the shared head, run once per draft token (TensorRT-LLM tech blog 1, "Pushing Latency Boundaries:
+    Optimizing DeepSeek-R1 Performance on NVIDIA B200 GPUs", its "MTP3_Autoregressive" setting)."""
+    r, bw, h = rates, rates.hbm_Bps, model.hidden
+    layer = model.moe_layer_params(active=False) if model.is_moe else model.dense_layer_params()
+    routed_all = model.experts * model.expert_params() if model.is_moe else 0
+    dense_part = (layer - routed_all + 2 * h * h) / tp
+    one = _gemm(b, dense_part, 2.0, r.bf16_flops, bw)
+    if model.is_moe:
+        t_ep, moe_tp = b * dp, tp * dp // ep
+        touched = experts_touched(
+            t_ep, experts_local=model.experts / ep, topk=model.topk, experts=model.experts
+        )
+        e_params = model.expert_params() / moe_tp
+        one = one + np.maximum(
+            2.0 * t_ep * model.topk / ep * e_params / (r.bf16_flops * r.moe_efficiency),
+            touched * e_params * 2.0 / bw,
+        )
+    one = one + _gemm(b, model.vocab * h / tp, 2.0, r.bf16_flops, bw)
+    return one + (KERNELS_MOE + KERNELS_HEAD) * r.kernel_s + 2.0 * all_reduce_time(b * h * 2.0, tp, links)
+
+
 def step_times(
     model: ModelSpec,
     *,
@@ -227,14 +265,9 @@ def step_times(
         moe = moe + r.moe_layer_s + touched * r.expert_s
         ffn = ffn + model.moe_layers * moe
         if dp > 1:
-            disp_bytes = formats.activations.operand_bytes
-            if ep_comm == "allgather":  # gather all ranks' tokens (low precision), reduce-scatter BF16 out
-                per_layer = comm.all_gather_time(t_ep * h * disp_bytes, ep, 1.0, links)
-                per_layer = per_layer + comm.reduce_scatter_time(t_ep * h * 2.0, ep, 1.0, links)
-            else:
-                per_layer = dispatch_time(
-                    t_loc, ep=ep, topk=k, hidden=h, elem_bytes=disp_bytes, links=links
-                ) + dispatch_time(t_loc, ep=ep, topk=k, hidden=h, elem_bytes=2.0, links=links)
+            per_layer = moe_exchange_time(
+                t_loc, t_ep, model=model, formats=formats, ep=ep, ep_comm=ep_comm, links=links
+            )
             if ep_overlap:
                 per_layer = np.maximum(per_layer - moe, 0.0)
             ep_time = model.moe_layers * per_layer
@@ -247,25 +280,7 @@ def step_times(
     out["head_s"] = _gemm(head_tokens, model.vocab * h / tp, 2.0, r.bf16_flops, bw)
     draft = np.zeros_like(b)
     if draft_tokens:
-        # MTP module (DeepSeek-V3 §2.2), BF16: one layer + the 2h -> h projection + the shared head, run
-        # autoregressively once per draft token on b tokens (TensorRT-LLM blog 1, "MTP3_Autoregressive").
-        layer = model.moe_layer_params(active=False) if model.is_moe else model.dense_layer_params()
-        routed_all = model.experts * model.expert_params() if model.is_moe else 0
-        dense_part = (layer - routed_all + 2 * h * h) / tp
-        one = _gemm(b, dense_part, 2.0, r.bf16_flops, bw)
-        if model.is_moe:
-            t_ep = b * dp
-            touched = experts_touched(
-                t_ep, experts_local=model.experts / ep, topk=model.topk, experts=model.experts
-            )
-            e_params = model.expert_params() / moe_tp
-            one = one + np.maximum(
-                2.0 * t_ep * model.topk / ep * e_params / (r.bf16_flops * r.moe_efficiency),
-                touched * e_params * 2.0 / bw,
-            )
-        one = one + _gemm(b, model.vocab * h / tp, 2.0, r.bf16_flops, bw)
-        one = one + (KERNELS_MOE + KERNELS_HEAD) * r.kernel_s + 2.0 * all_reduce_time(b * h * 2.0, tp, links)
-        draft = draft_tokens * one
+        draft = draft_tokens * draft_pass_time(b, model=model, rates=r, links=links, tp=tp, dp=dp, ep=ep)
     out["draft_s"] = draft
 
     kernels = model.n_dense_layers * KERNELS_DENSE + model.moe_layers * KERNELS_MOE + KERNELS_HEAD
