@@ -1,6 +1,6 @@
 """The serving model's inputs and results as frozen dataclasses: `Deployment` (how an instance spreads a
 model over its GPUs), `InferenceEstimate` (one configuration at one concurrency), `InferenceCurve` (the
-throughput-versus-interactivity curve). Computed by `inference.py`."""
+throughput-versus-interactivity curve). Computed by estimate.py and curve.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Validation against published serving measurements: predict each row with its own deployment.
 
-Reads a CSV in the schema of `tenfold/data/validation/inference_runs.csv` (the columns of
-shared/research/validation/inference_runs.csv plus optional tenfold extension columns; docs/validation.md).
+Reads a CSV in the schema of `tenfold/data/validation/inference_runs.csv` (the published-runs columns plus
+optional tenfold extension columns; docs/validation.md).
 For each row:
 
 * the architecture comes from the row's columns, with what the schema lacks (MLA ranks, dense layers,
