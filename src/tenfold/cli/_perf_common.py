@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tenfold.perf.serving.estimate import InferenceCurve, InferenceEstimate
+from tenfold.perf.serving.results import InferenceCurve, InferenceEstimate
 from tenfold.perf.training.estimate import TrainingEstimate
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
@@ -126,8 +126,8 @@ def inference_tables(e: InferenceEstimate) -> list[Table]:
     head.add_row(
         str(e.concurrency),
         f"{e.batch_per_rank} of {e.capacity // max(e.deployment.dp, 1)}" if e.feasible else "-",
-        _fmt(e.ttft_ms, ",.1f"),
-        _fmt(e.tpot_ms, ".2f"),
+        _fmt(e.ttft_s * 1e3, ",.1f"),
+        _fmt(e.tpot_s * 1e3, ".2f"),
         _fmt(e.output_tokens_per_s_per_gpu, ",.0f"),
         _fmt(e.total_tokens_per_s_per_gpu, ",.0f"),
         _fmt(e.output_tokens_per_s_per_user, ",.1f"),
@@ -184,8 +184,8 @@ def curve_table(c: InferenceCurve) -> Table:
             str(p.concurrency),
             _fmt(p.output_tokens_per_s_per_user, ",.1f"),
             _fmt(p.output_tokens_per_s_per_gpu, ",.0f"),
-            _fmt(p.ttft_ms, ",.1f"),
-            _fmt(p.tpot_ms, ".2f"),
+            _fmt(p.ttft_s * 1e3, ",.1f"),
+            _fmt(p.tpot_s * 1e3, ".2f"),
             _fmt(p.usd_per_m_output_tokens, ".3f"),
             "queued" if p.saturated else "",
         )

@@ -13,7 +13,7 @@ from tenfold.cli._perf_common import (
     inference_tables,
     print_json,
 )
-from tenfold.perf.serving.estimate import Deployment, estimate_inference, inference_curve
+from tenfold.perf import Deployment, estimate_inference, inference_curve
 from tenfold.perf.training.estimate import estimate_training
 from tenfold.perf.training.layout import Layout
 

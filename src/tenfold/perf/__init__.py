@@ -13,15 +13,11 @@ Never imports torch (a test checks it). Public API:
 
 from tenfold.perf.calibration import Calibration, load_calibration
 from tenfold.perf.errors import Infeasible
-from tenfold.perf.serving.estimate import (
-    Deployment,
-    InferenceCurve,
-    InferenceEstimate,
-    estimate_inference,
-    inference_curve,
-)
+from tenfold.perf.serving.curve import inference_curve
+from tenfold.perf.serving.estimate import estimate_inference
 from tenfold.perf.serving.kvcache import kv_bytes_per_sequence, kv_bytes_per_token
 from tenfold.perf.serving.presets import ENGINE_NAMES, Engine, engine
+from tenfold.perf.serving.results import Deployment, InferenceCurve, InferenceEstimate
 from tenfold.perf.specs.hardware import Hardware, list_hardware, load_hardware
 from tenfold.perf.specs.models import ModelSpec, list_models, load_model
 from tenfold.perf.specs.precision import PRECISIONS, get_precision

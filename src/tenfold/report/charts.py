@@ -231,7 +231,8 @@ def inference_breakdown_chart(
     parts = {label: getattr(e.breakdown, f"{p}_s") for p, label, _ in INFER_PARTS}
     top_label, top_s = max(parts.items(), key=lambda kv: kv[1])
     reading = (
-        f"At concurrency {e.concurrency} on {e.hardware}, one engine step takes {e.step_time_ms:.1f} ms; "
+        f"At concurrency {e.concurrency} on {e.hardware}, one engine step takes "
+        f"{e.step_time_s * 1e3:.1f} ms; "
         f"{top_label} is the largest part ({top_s / e.breakdown.step_s:.0%})."
     )
     fig = {

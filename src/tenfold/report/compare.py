@@ -11,7 +11,7 @@ from pathlib import Path
 from tenfold.cost.results import Comparison, ComparisonSet, ServingRow, TrainingRow
 from tenfold.cost.tornado import Tornado
 from tenfold.perf.errors import Infeasible
-from tenfold.perf.serving.estimate import inference_curve
+from tenfold.perf.serving.curve import inference_curve
 from tenfold.perf.serving.results import InferenceCurve
 from tenfold.perf.serving.search import search_inference
 from tenfold.report.charts import (

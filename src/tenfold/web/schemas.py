@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tenfold.cost.defaults import load_cost_defaults
 from tenfold.cost.workloads import DEFAULT_GPUS
-from tenfold.perf.serving.estimate import WEIGHT_PRECISIONS
 from tenfold.perf.serving.kvcache import KV_PRECISIONS
 from tenfold.perf.serving.presets import ENGINE_NAMES
+from tenfold.perf.serving.query import WEIGHT_PRECISIONS
 from tenfold.perf.specs.hardware import list_hardware
 from tenfold.perf.specs.models import list_models
 from tenfold.perf.specs.precision import PRECISIONS

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from tenfold.perf import Deployment, engine, estimate_inference, inference_curve, load_hardware, load_model
 from tenfold.perf.calibration import load_calibration
-from tenfold.perf.serving.estimate import busiest_prompts, default_concurrencies
+from tenfold.perf.serving.curve import default_concurrencies
+from tenfold.perf.serving.steady_state import busiest_prompts
 from tenfold.perf.serving.step import all_reduce_time, experts_touched
 from tenfold.perf.specs.catalog import GiB
 
@@ -93,7 +94,7 @@ def test_decode_is_weight_bandwidth_bound_at_batch_one_and_prefill_compute_bound
     ttft = [
         estimate_inference(
             "llama3-8b", hw, input_len=isl, output_len=16, concurrency=1, precision="fp8", kv_precision="fp8"
-        ).ttft_ms
+        ).ttft_s
         for isl in (2048, 4096)
     ]
     assert 1.9 < ttft[1] / ttft[0] < 2.4  # linear in the prompt, plus the causal attention term
@@ -199,7 +200,7 @@ def test_curve_saturates_beyond_capacity():
     last, beyond = c.points[-2], c.points[-1]
     assert last.concurrency == c.capacity and beyond.saturated and not last.saturated
     assert beyond.output_tokens_per_s_per_gpu == pytest.approx(last.output_tokens_per_s_per_gpu)
-    assert beyond.ttft_ms > 10 * last.ttft_ms  # the queue
+    assert beyond.ttft_s > 10 * last.ttft_s  # the queue
     d = c.to_dict()
     assert d["x"] == "output_tokens_per_s_per_user" and d["y"] == "output_tokens_per_s_per_gpu"
     assert len(d["points"]) == len(c.points)

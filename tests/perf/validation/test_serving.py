@@ -98,10 +98,10 @@ def test_research_schema_without_extension_columns_still_works(tmp_path):
 def test_row_assumptions_are_reported():
     cases = {c.id: c for c in load_cases()}
     llama = cases["trtllm12-llama33-70b-b200-tp1-fp4-1k1k"]
-    assert llama.kv_precision == "fp8" and any("kv_precision=fp8 (auto" in a for a in llama.assumed)
+    assert llama.query.kv_precision == "fp8" and any("kv_precision=fp8 (auto" in a for a in llama.assumed)
     h200 = cases["trtllm-blog-dsr1-h200-tp8-minlat"]
-    assert h200.accepted_tokens == 2.82 and any("accepted_tokens=2.82" in a for a in h200.assumed)
-    dep = cases["trtllm12-dsr1-b200-dep4-fp4-1k1k"].deployment
+    assert h200.query.accepted_tokens == 2.82 and any("accepted_tokens=2.82" in a for a in h200.assumed)
+    dep = cases["trtllm12-dsr1-b200-dep4-fp4-1k1k"].query.deployment
     assert (dep.tp, dep.dp, dep.ep) == (1, 4, 4)
-    mla = cases["trtllm-blog-dsr1-b200-tp8-minlat"].deployment
+    mla = cases["trtllm-blog-dsr1-b200-tp8-minlat"].query.deployment
     assert (mla.tp, mla.dp, mla.ep, mla.moe_tp) == (8, 1, 2, 4)

@@ -254,7 +254,7 @@ def inference_claim(
                 domain=hw.scaleup_domain,
                 tokens_per_s_per_gpu=s.best.output_tokens_per_s_per_gpu,
                 plan=f"{s.best.deployment.describe()} at concurrency {s.best.concurrency} "
-                f"({s.best.output_tokens_per_s_per_user:.1f} tok/s/user, TTFT {s.best.ttft_ms:,.0f} ms)",
+                f"({s.best.output_tokens_per_s_per_user:.1f} tok/s/user, TTFT {s.best.ttft_s * 1e3:,.0f} ms)",
                 peak_flops=hw.peak(get_precision(p).peak_key),
             )
         )

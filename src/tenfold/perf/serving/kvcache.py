@@ -1,19 +1,22 @@
 """KV-cache size: bytes per token and per sequence for MHA, GQA, MLA and sliding-window layers.
 
-Formulas (shared/research/inference.md §A8):
+Formulas:
 * MHA / GQA: every layer stores a key and a value vector per KV head, KVB = 2·L·H_kv·d_h·b_kv per token
-  (Llama 3.x 70B in BF16: 2·80·8·128·2 = 327,680 B; Llama 3.1 405B: 2·126·8·128·2 = 516,096 B).
+  (Llama 3.x 70B in BF16: 2·80·8·128·2 = 327,680 B; Llama 3.1 405B: 2·126·8·128·2 = 516,096 B; layers,
+  KV heads and head size from "The Llama 3 Herd of Models", arXiv 2407.21783, Table 3).
 * MLA (DeepSeek-V2/V3, arXiv 2405.04434 §2.1): the cache holds the compressed latent and the decoupled RoPE
   key, shared by all heads: KVB = L·(kv_lora_rank + qk_rope_head_dim)·b_kv (DeepSeek-V3 in BF16:
-  61·(512 + 64)·2 = 70,272 B).
+  61·(512 + 64)·2 = 70,272 B; its sizes from the DeepSeek-V3 technical report, arXiv 2412.19437 §4.2).
 * Sliding-window layers keep only the last `window` tokens, so a sequence of S tokens stores
   min(S, window) of them there (gpt-oss alternates 128-token windows with full attention).
 
 Under tensor parallelism the KV heads are split across the TP ranks; a rank holds at least one head, so
 with TP > H_kv the heads are replicated (TensorRT-LLM's `max(tp, num_kv_heads)` rule in trtllm-bench's
 tuning.py), and MLA's single latent is replicated on every rank (the reason for attention data
-parallelism; TensorRT-LLM blog 3). `b_kv` is the KV format's bytes per element from precision.py:
-bf16/fp16 2, fp8 1, nvfp4 0.5625 (4.5 bits with its E4M3 block scales).
+parallelism; TensorRT-LLM tech blog 3, "Optimizing DeepSeek R1 Throughput on NVIDIA Blackwell GPUs",
+https://github.com/NVIDIA/TensorRT-LLM/tree/main/docs/source/blogs/tech_blog).
+`b_kv` is the KV format's bytes per element from precision.py: bf16/fp16 2, fp8 1, nvfp4 0.5625 (4.5 bits
+with its E4M3 block scales).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Serving memory per GPU: weights by format, the engine's workspace, and the largest batch whose KV cache
-fits, sized the way serving engines size it (engines.py; shared/research/inference.md §A8):
+fits, sized the way serving engines size it (the engines' documented settings, presets.py):
 
     B_max = floor(KV budget / KV bytes of one sequence)   per attention rank, then capped by the engine
     KV budget = kv_fraction · (HBM - weights - workspace)     TensorRT-LLM ("free" basis)
@@ -9,9 +9,9 @@ Weights per GPU: attention projections / TP (replicated under attention data par
 shared experts / TP, routed experts / (EP · expert-TP) = / GPUs, embedding and output head BF16 and
 vocabulary-parallel / TP, MTP modules (BF16) when speculative decoding uses them. Workspace: the engine's
 runtime reserve plus the activations of one step of `max_num_tokens` tokens and FP32 logits for
-`max_batch_size` sequences (subtracting it is what LLMServingSim PR #59 found missing: 31 % too many KV
-tokens without it). A sequence reserves input + output tokens (TensorRT-LLM) or input + output/2 on
-average (on-demand paging).
+`max_batch_size` sequences (subtracting it is what LLMServingSim found missing: 31 % too many KV tokens
+without it, https://github.com/casys-kaist/LLMServingSim/pull/59). A sequence reserves input + output
+tokens (TensorRT-LLM) or input + output/2 on average (on-demand paging).
 """
 
 from __future__ import annotations

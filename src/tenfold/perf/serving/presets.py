@@ -1,14 +1,16 @@
 """Serving engines: how each one sizes its KV cache, batches requests and overlaps work, as named presets.
 
-Like `stack.py` for training, these are facts about the software (documented defaults), not fitted
+Like `training/stack.py` for training, these are facts about the software (documented defaults), not fitted
 numbers; a validation row names its preset in the `engine_preset` column and may override a field
 (`kv_fraction`, `max_batch_size`, `max_num_tokens`) where its source states the value.
 
-KV-cache sizing (shared/research/inference.md takeaway 3, §A8 "Batch limit"):
+KV-cache sizing, as each engine documents it (KV capacity, not FLOPs, sets many H100-vs-H200 gaps, so it
+is modelled the way the engine does it):
 * TensorRT-LLM: `kv_cache_free_gpu_mem_fraction` (default 0.90) of the memory left free after the weights
   and the activation/workspace profile; the default capacity scheduler (GUARANTEED_NO_EVICT) admits a
   request only if its whole sequence (input + output) fits. trtllm-bench's perf tables use 0.95 "in many
-  cases"; its tuning heuristic caps the batch at 4096 and sizes the tokens per step to batch x (1 + ISL/OSL)
+  cases" (https://github.com/NVIDIA/TensorRT-LLM/blob/main/docs/source/performance/perf-overview.md); its
+  tuning heuristic caps the batch at 4096 and sizes the tokens per step to batch x (1 + ISL/OSL)
   within 2048-32768 (tensorrt_llm/bench/build/tuning.py).
 * vLLM: `gpu_memory_utilization` (default 0.90) is a fraction of the *whole* GPU memory, from which the
   weights and the profiled activation peak are subtracted; blocks are allocated as sequences grow, so the
@@ -19,11 +21,13 @@ KV-cache sizing (shared/research/inference.md takeaway 3, §A8 "Batch limit"):
 
 Scheduling and overlap (all presets): continuous (in-flight) batching, so one engine step runs the
 decode tokens of every running sequence together with prefill tokens of new requests through the same
-GEMMs (`inference_step.py`); kernel launch costs are the fitted per-kernel overhead (CUDA graphs);
-MoE communication under attention DP is exposed unless `ep_overlap` (SGLang's two-batch overlap). How
-the MoE layer exchanges tokens under attention DP (`ep_comm`): TensorRT-LLM's CUTLASS MoE path all-gathers
-every rank's tokens in FP4/FP8 and reduce-scatters the BF16 outputs (blog 3, "FP4 AllGather"); SGLang and
-vLLM dispatch each token only to the ranks holding its experts (DeepEP all-to-all).
+GEMMs (step.py); kernel launch costs are the fitted per-kernel overhead (CUDA graphs); MoE
+communication under attention DP is exposed unless `ep_overlap` (SGLang's two-batch overlap). How the MoE
+layer exchanges tokens under attention DP (`ep_comm`): TensorRT-LLM's CUTLASS MoE path all-gathers every
+rank's tokens in FP4/FP8 and reduce-scatters the BF16 outputs (TensorRT-LLM tech blog 3, "Optimizing
+DeepSeek R1 Throughput on NVIDIA Blackwell GPUs", its "FP4 AllGather",
+https://github.com/NVIDIA/TensorRT-LLM/tree/main/docs/source/blogs/tech_blog);
+SGLang and vLLM dispatch each token only to the ranks holding its experts (DeepEP all-to-all).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The serving model's inputs and results as frozen dataclasses: `Deployment` (how an instance spreads a
 model over its GPUs), `InferenceEstimate` (one configuration at one concurrency), `InferenceCurve` (the
-throughput-versus-interactivity curve). Computed by `inference.py`."""
+throughput-versus-interactivity curve). Computed by estimate.py and curve.py."""
 
 from __future__ import annotations
 
@@ -10,6 +10,16 @@ from tenfold.perf.errors import Infeasible
 from tenfold.perf.specs.models import ModelSpec
 
 STEP_PARTS = ("attn_proj", "attention", "ffn", "tp", "ep", "head", "draft", "overhead")
+
+# Latencies stay in seconds inside the model; results print them in milliseconds, the unit serving
+# benchmarks report (InferenceMAX, TensorRT-LLM's perf tables) and the keys `--json` always had.
+MS_FIELDS = {f"{k}_s": f"{k}_ms" for k in ("ttft", "tpot", "step_time", "max_ttft")}
+
+
+def latencies_in_ms(d: dict) -> dict:
+    """A result's dict (asdict) with its latency fields converted to milliseconds under `_ms` names, in
+    place order; the one place serving results leave seconds (the JSON edge)."""
+    return {MS_FIELDS.get(k, k): v * 1e3 if k in MS_FIELDS else v for k, v in d.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,7 +80,7 @@ class Deployment:
 
 
 @dataclass(frozen=True, kw_only=True)
-class StepBreakdown:
+class ServingStepBreakdown:
     """Seconds of one engine step on one GPU; the fields sum to `step_s`."""
 
     attn_proj_s: float
@@ -93,7 +103,7 @@ class InferenceEstimate:
     once and `limited_by` what sets it (kv_memory, max_batch_size, max_num_tokens);
     output_tokens_per_s_per_gpu counts generated tokens, total_tokens_per_s_per_gpu input + output;
     usd_per_m_output_tokens / usd_per_m_total_tokens the cost per million tokens of each kind at
-    usd_per_gpu_hour.
+    usd_per_gpu_hour; ttft_s, tpot_s and step_time_s in seconds (`to_dict` gives them in ms).
     """
 
     model: str
@@ -115,9 +125,9 @@ class InferenceEstimate:
     batch_per_rank: int
     capacity: int
     limited_by: str
-    ttft_ms: float
-    tpot_ms: float
-    step_time_ms: float
+    ttft_s: float
+    tpot_s: float
+    step_time_s: float
     output_tokens_per_s_per_gpu: float
     total_tokens_per_s_per_gpu: float
     output_tokens_per_s_per_user: float
@@ -129,7 +139,7 @@ class InferenceEstimate:
     kv_budget_GiB: float
     kv_per_sequence_GiB: float
     capacity_GiB: float
-    breakdown: StepBreakdown | None
+    breakdown: ServingStepBreakdown | None
     calibrated: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -139,7 +149,8 @@ class InferenceEstimate:
         return self
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """JSON-ready, latencies in ms (`ttft_ms`, `tpot_ms`, `step_time_ms`)."""
+        d = latencies_in_ms(asdict(self))
         d["notes"] = list(self.notes)
         d["token_kinds"] = {
             "usd_per_m_output_tokens": "generated tokens only",
@@ -150,7 +161,7 @@ class InferenceEstimate:
 
 @dataclass(frozen=True, kw_only=True)
 class CurvePoint:
-    """One concurrency on the throughput-versus-interactivity curve."""
+    """One concurrency on the throughput-versus-interactivity curve (ttft_s, tpot_s in seconds)."""
 
     concurrency: int
     batch_per_rank: int
@@ -158,8 +169,8 @@ class CurvePoint:
     output_tokens_per_s_per_gpu: float
     total_tokens_per_s_per_gpu: float
     output_tokens_per_s_per_user: float
-    ttft_ms: float
-    tpot_ms: float
+    ttft_s: float
+    tpot_s: float
     usd_per_m_output_tokens: float
 
 
@@ -182,6 +193,7 @@ class InferenceCurve:
     y: str = "output_tokens_per_s_per_gpu"
 
     def to_dict(self) -> dict:
+        """JSON-ready, the points' latencies in ms."""
         d = asdict(self)
-        d["points"] = [asdict(p) for p in self.points]
+        d["points"] = [latencies_in_ms(asdict(p)) for p in self.points]
         return d

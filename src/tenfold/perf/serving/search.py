@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
+from tenfold.perf.calibration import load_calibration
 from tenfold.perf.errors import Infeasible
-from tenfold.perf.serving.estimate import inference_curve
-from tenfold.perf.serving.presets import Engine, engine
-from tenfold.perf.serving.results import Deployment
-from tenfold.perf.specs.hardware import Hardware, load_hardware
-from tenfold.perf.specs.models import ModelSpec, load_model
+from tenfold.perf.serving.curve import curve_for
+from tenfold.perf.serving.presets import Engine
+from tenfold.perf.serving.query import ServingQuery
+from tenfold.perf.serving.results import Deployment, latencies_in_ms
+from tenfold.perf.specs.hardware import Hardware
+from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.specs.precision import check_supported, get_precision
 
 
@@ -79,11 +81,12 @@ class ServingPoint:
     concurrency: int
     output_tokens_per_s_per_gpu: float
     output_tokens_per_s_per_user: float
-    ttft_ms: float
-    tpot_ms: float
+    ttft_s: float
+    tpot_s: float
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """JSON-ready, latencies in ms."""
+        d = latencies_in_ms(asdict(self))
         d["deployment"] = asdict(self.deployment) | {"describe": self.deployment.describe()}
         return d
 
@@ -101,7 +104,7 @@ class ServingSearch:
     input_len: int
     output_len: int
     min_tokens_per_s_per_user: float
-    max_ttft_ms: float
+    max_ttft_s: float
     best: ServingPoint | None
     tried: int
     fits: int
@@ -109,7 +112,8 @@ class ServingSearch:
     reason: str
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """JSON-ready, latencies in ms."""
+        d = latencies_in_ms(asdict(self))
         d["best"] = self.best.to_dict() if self.best else None
         return d
 
@@ -136,9 +140,6 @@ def search_inference(
     """The highest tok/s/GPU meeting `min_tokens_per_s_per_user` and `max_ttft_ms` (module docstring).
 
     Raises ValueError for bad input (unknown names, non-positive limits, a format the GPU cannot run)."""
-    m = load_model(model) if isinstance(model, str) else model
-    hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
-    eng = engine(serving_engine) if isinstance(serving_engine, str) else serving_engine
     if not min_tokens_per_s_per_user > 0 or not max_ttft_ms > 0:
         raise ValueError(
             f"interactivity and TTFT limits must be > 0, got {min_tokens_per_s_per_user} tok/s/user "
@@ -146,45 +147,38 @@ def search_inference(
         )
     if max_gpus < 1:
         raise ValueError(f"max_gpus must be >= 1, got {max_gpus}")
-    why = check_supported(get_precision(precision), hw)
+    kv = kv_precision or kv_for(precision)
+    base = ServingQuery(
+        model=model,
+        hardware=hardware,
+        input_len=input_len,
+        output_len=output_len,
+        precision=precision,
+        kv_precision=kv,
+        engine=serving_engine,
+    )
+    m, hw = base.model, base.hardware
+    why = check_supported(base.formats.weights, hw)
     if why:
         raise ValueError(why)
-    kv = kv_precision or kv_for(precision)
+    max_ttft_s = max_ttft_ms / 1e3
+    cal = load_calibration(kind="inference")
     cands = deployments(m, max_gpus)
     best: ServingPoint | None = None
     fits = 0
     reach = 0.0
     for i, dep in enumerate(cands):
+        query = replace(base, deployment=dep)
         try:
-            cap_curve = inference_curve(
-                m,
-                hw,
-                dep,
-                input_len=input_len,
-                output_len=output_len,
-                precision=precision,
-                kv_precision=kv,
-                engine=eng,
-                concurrencies=[1],
-            )
+            cap_curve = curve_for(query, concurrencies=[1], calibration=cal)
         except Infeasible:
             if progress:
                 progress(i + 1, len(cands))
             continue
         fits += 1
-        curve = inference_curve(
-            m,
-            hw,
-            dep,
-            input_len=input_len,
-            output_len=output_len,
-            precision=precision,
-            kv_precision=kv,
-            engine=eng,
-            concurrencies=concurrency_grid(cap_curve.capacity),
-        )
+        curve = curve_for(query, concurrencies=concurrency_grid(cap_curve.capacity), calibration=cal)
         for p in curve.points:
-            if p.saturated or not p.ttft_ms <= max_ttft_ms:
+            if p.saturated or not p.ttft_s <= max_ttft_s:
                 continue
             reach = max(reach, p.output_tokens_per_s_per_user)
             if p.output_tokens_per_s_per_user < min_tokens_per_s_per_user:
@@ -203,8 +197,8 @@ def search_inference(
                     concurrency=p.concurrency,
                     output_tokens_per_s_per_gpu=p.output_tokens_per_s_per_gpu,
                     output_tokens_per_s_per_user=p.output_tokens_per_s_per_user,
-                    ttft_ms=p.ttft_ms,
-                    tpot_ms=p.tpot_ms,
+                    ttft_s=p.ttft_s,
+                    tpot_s=p.tpot_s,
                 )
         if progress:
             progress(i + 1, len(cands))
@@ -227,7 +221,7 @@ def search_inference(
         input_len=input_len,
         output_len=output_len,
         min_tokens_per_s_per_user=min_tokens_per_s_per_user,
-        max_ttft_ms=max_ttft_ms,
+        max_ttft_s=max_ttft_s,
         best=best,
         tried=len(cands),
         fits=fits,

@@ -1,38 +1,46 @@
 """Time of one serving-engine step on one GPU: prefill and decode tokens through every layer.
 
-One step (continuous batching with chunked prefill, engines.py) carries `b` running sequences per attention
+One step (continuous batching with chunked prefill, presets.py) carries `b` running sequences per attention
 rank, each decoding `q` tokens (1, or 1 + draft tokens under speculative decoding), plus `p` prefill tokens
 of new requests. The linear layers see T = b·q + p tokens at once; attention runs a decode kernel over the
-cached context and a prefill kernel over the prompts (shared/research/inference.md §A8):
+cached context and a prefill kernel over the prompts (sources at the end):
 
-* GEMM (roofline per op, LLM-Viewer / llm-analysis): t = max(2·T·W / R, (W·b_w + activations) / BW), W the
-  weights on this GPU, R the sustained FLOP/s of the operand format, BW the sustained HBM bandwidth.
+* GEMM (roofline per op, [LLM-Viewer] / [llm-analysis]): t = max(2·T·W / R, (W·b_w + activations) / BW),
+  W the weights on this GPU, R the sustained FLOP/s of the operand format, BW the sustained HBM bandwidth.
   Small batches are weight-bandwidth-bound (every weight byte is read once per step); large ones
   compute-bound: a weight byte yields 2·T/b_w FLOPs, so decode turns compute-bound near T ≈ ridge·b_w/2.
 * Attention, decode: reads each sequence's KV cache once per step, t = max(flops / R_attn, KV bytes / BW),
   flops = 2·T_dec·ctx·heads·(d_qk + d_v) for MHA/GQA; MLA with absorbed weights acts as MQA over the
-  latent (TensorRT-LLM blog 3): 2·(2·r_kv + d_rope) per head and cached token. Prefill: causal
+  latent ([TRT-LLM blog 3]): 2·(2·r_kv + d_rope) per head and cached token. Prefill: causal
   2·p·ctx·heads·(d_qk + d_v) with ctx = ISL/2 (flops.attention_context; sliding windows capped).
-  Attention MMAs run at the KV format's tensor rate (FP8 KV -> FP8 MQA kernels, blog 3), scaled by the
-  fitted attention efficiency.
-* MoE (research A8): per GPU a step touches E_loc·(1 - (1 - k/E)^T_ep) of its E_loc experts (uniform
-  routing over the T_ep tokens the expert-parallel group sees): T_ep = 1 gives k·E_loc/E, large T_ep all
-  of them. Expert FLOPs are balanced: T_ep·k/ep token-expert pairs per EP rank. Grouped GEMMs compute at
-  `moe_efficiency` of the dense-GEMM rate (many small per-expert problems), stream the touched experts'
-  weights at the HBM rate, and pay a fixed cost per touched expert (`expert_overhead_us`).
+  Attention MMAs run at the KV format's tensor rate (FP8 KV -> FP8 MQA kernels, [TRT-LLM blog 3]),
+  scaled by the fitted attention efficiency.
+* MoE: per GPU a step touches E_loc·(1 - (1 - k/E)^T_ep) of its E_loc experts, the expected number of
+  distinct experts hit under uniform routing of the T_ep tokens the expert-parallel group sees: T_ep = 1
+  gives k·E_loc/E ([GenZ]'s bound), large T_ep all of them ([llm-analysis]'s bound). Expert FLOPs are
+  balanced: T_ep·k/ep token-expert pairs per EP rank. Grouped GEMMs compute at `moe_efficiency` of the
+  dense-GEMM rate (many small per-expert problems), stream the touched experts' weights at the HBM rate,
+  and pay a fixed cost per touched expert (`expert_overhead_us`).
 * Communication (comm.py links): TP all-reduce after attention and after the FFN (2 per layer) of T·h·2
   bytes, the faster of ring (2(n-1)/n·S/B + latency per step) and one-shot (each rank reads the other n-1
   buffers: (n-1)·S/B + one latency; TensorRT-LLM's oneshotAllReduce) inside the scale-up domain, ring
   across it. Under attention data parallelism + EP the MoE layer exchanges tokens in the activation
-  format (e.g. FP4, blog 3) and returns outputs in BF16, either as an all-gather + reduce-scatter over the
-  EP group (TensorRT-LLM's CUTLASS path) or all-to-all with one copy per distinct remote rank holding one
-  of the token's experts (DeepEP); the share leaving the scale-up domain runs on the network (comm.py).
-  Exposed unless the engine overlaps it (two-batch overlap).
+  format (e.g. FP4, [TRT-LLM blog 3]) and returns outputs in BF16, either as an all-gather +
+  reduce-scatter over the EP group (TensorRT-LLM's CUTLASS path) or all-to-all with one copy per distinct
+  remote rank holding one of the token's experts (DeepEP); the share leaving the scale-up domain runs on
+  the network (comm.py). Exposed unless the engine overlaps it (two-batch overlap).
 * Overheads: a fitted fixed cost per kernel (CUDA-graph launched) and per step (scheduler, sampler).
 
 Overlap rules: GEMM compute and weight reads overlap within a kernel (the max); kernels of a layer run one
 after another (sum); prefill and decode tokens share the linear layers of a step; TP all-reduces are
 exposed; the MoE all-to-all is exposed unless `ep_overlap`.
+
+Sources: [LLM-Viewer] Yuan et al., "LLM Inference Unveiled: Survey and Roofline Model Insights", arXiv
+2402.16363; [llm-analysis] https://github.com/cli99/llm-analysis (`infer` mode); [GenZ] Bambhaniya et
+al., arXiv 2406.01698; [TRT-LLM blog 1] "Pushing Latency Boundaries: Optimizing DeepSeek-R1 Performance
+on NVIDIA B200 GPUs" and [TRT-LLM blog 3] "Optimizing DeepSeek R1 Throughput on NVIDIA Blackwell GPUs",
+TensorRT-LLM tech blogs 1 and 3, in
+https://github.com/NVIDIA/TensorRT-LLM/tree/main/docs/source/blogs/tech_blog.
 """
 
 from __future__ import annotations
@@ -59,7 +67,7 @@ class Formats:
     """Number formats of one deployment: `weights` for dense FFN and expert GEMMs (`activations` their
     input format, which sets the tensor-core rate), `attention` for the attention projections, `kv` for the
     cache. The output head, router, embeddings and MTP modules stay BF16 (ModelOpt excludes lm_head; the
-    TensorRT-LLM DeepSeek recipe keeps router and MTP in BF16, blog 1)."""
+    TensorRT-LLM DeepSeek recipe keeps router and MTP in BF16, [TRT-LLM blog 1])."""
 
     weights: Precision
     activations: Precision
@@ -134,9 +142,46 @@ def dispatch_time(tokens, *, ep: int, topk: int, hidden: int, elem_bytes: float,
 
 def experts_touched(tokens, *, experts_local: float, topk: int, experts: int):
     """Expected distinct experts of a GPU's `experts_local` that a step of `tokens` tokens routes to,
-    E_loc·(1 - (1 - k/E)^T) under uniform routing (research A8)."""
+    E_loc·(1 - (1 - k/E)^T) under uniform routing (module docstring)."""
     t = np.asarray(tokens, dtype=float)
     return experts_local * (1.0 - (1.0 - topk / experts) ** t)
+
+
+def moe_exchange_time(t_loc, t_ep, *, model: ModelSpec, formats: Formats, ep: int, ep_comm: str, links):
+    """Seconds of one MoE layer's token exchange under attention data parallelism: tokens leave in the
+    activation format (e.g. FP4) and return in BF16, either all-gathered and reduce-scattered over the EP
+    group (`ep_comm` "allgather", `t_ep` tokens in the group) or dispatched to the ranks holding each of
+    the `t_loc` local tokens' experts ("alltoall")."""
+    h, k = model.hidden, model.topk
+    disp_bytes = formats.activations.operand_bytes
+    if ep_comm == "allgather":
+        gather = comm.all_gather_time(t_ep * h * disp_bytes, ep, 1.0, links)
+        return gather + comm.reduce_scatter_time(t_ep * h * 2.0, ep, 1.0, links)
+    out = dispatch_time(t_loc, ep=ep, topk=k, hidden=h, elem_bytes=disp_bytes, links=links)
+    return out + dispatch_time(t_loc, ep=ep, topk=k, hidden=h, elem_bytes=2.0, links=links)
+
+
+def draft_pass_time(b, *, model: ModelSpec, rates: ServingRates, links, tp: int, dp: int, ep: int):
+    """Seconds of one speculative draft pass for `b` sequences per attention rank: the MTP module
+    (DeepSeek-V3 technical report, arXiv 2412.19437 §2.2) in BF16, one layer + the 2h -> h projection +
+    the shared head, run once per draft token ([TRT-LLM blog 1], its "MTP3_Autoregressive" setting)."""
+    r, bw, h = rates, rates.hbm_Bps, model.hidden
+    layer = model.moe_layer_params(active=False) if model.is_moe else model.dense_layer_params()
+    routed_all = model.experts * model.expert_params() if model.is_moe else 0
+    dense_part = (layer - routed_all + 2 * h * h) / tp
+    one = _gemm(b, dense_part, 2.0, r.bf16_flops, bw)
+    if model.is_moe:
+        t_ep, moe_tp = b * dp, tp * dp // ep
+        touched = experts_touched(
+            t_ep, experts_local=model.experts / ep, topk=model.topk, experts=model.experts
+        )
+        e_params = model.expert_params() / moe_tp
+        one = one + np.maximum(
+            2.0 * t_ep * model.topk / ep * e_params / (r.bf16_flops * r.moe_efficiency),
+            touched * e_params * 2.0 / bw,
+        )
+    one = one + _gemm(b, model.vocab * h / tp, 2.0, r.bf16_flops, bw)
+    return one + (KERNELS_MOE + KERNELS_HEAD) * r.kernel_s + 2.0 * all_reduce_time(b * h * 2.0, tp, links)
 
 
 def step_times(
@@ -227,14 +272,9 @@ def step_times(
         moe = moe + r.moe_layer_s + touched * r.expert_s
         ffn = ffn + model.moe_layers * moe
         if dp > 1:
-            disp_bytes = formats.activations.operand_bytes
-            if ep_comm == "allgather":  # gather all ranks' tokens (low precision), reduce-scatter BF16 out
-                per_layer = comm.all_gather_time(t_ep * h * disp_bytes, ep, 1.0, links)
-                per_layer = per_layer + comm.reduce_scatter_time(t_ep * h * 2.0, ep, 1.0, links)
-            else:
-                per_layer = dispatch_time(
-                    t_loc, ep=ep, topk=k, hidden=h, elem_bytes=disp_bytes, links=links
-                ) + dispatch_time(t_loc, ep=ep, topk=k, hidden=h, elem_bytes=2.0, links=links)
+            per_layer = moe_exchange_time(
+                t_loc, t_ep, model=model, formats=formats, ep=ep, ep_comm=ep_comm, links=links
+            )
             if ep_overlap:
                 per_layer = np.maximum(per_layer - moe, 0.0)
             ep_time = model.moe_layers * per_layer
@@ -247,25 +287,7 @@ def step_times(
     out["head_s"] = _gemm(head_tokens, model.vocab * h / tp, 2.0, r.bf16_flops, bw)
     draft = np.zeros_like(b)
     if draft_tokens:
-        # MTP module (DeepSeek-V3 §2.2), BF16: one layer + the 2h -> h projection + the shared head, run
-        # autoregressively once per draft token on b tokens (TensorRT-LLM blog 1, "MTP3_Autoregressive").
-        layer = model.moe_layer_params(active=False) if model.is_moe else model.dense_layer_params()
-        routed_all = model.experts * model.expert_params() if model.is_moe else 0
-        dense_part = (layer - routed_all + 2 * h * h) / tp
-        one = _gemm(b, dense_part, 2.0, r.bf16_flops, bw)
-        if model.is_moe:
-            t_ep = b * dp
-            touched = experts_touched(
-                t_ep, experts_local=model.experts / ep, topk=model.topk, experts=model.experts
-            )
-            e_params = model.expert_params() / moe_tp
-            one = one + np.maximum(
-                2.0 * t_ep * model.topk / ep * e_params / (r.bf16_flops * r.moe_efficiency),
-                touched * e_params * 2.0 / bw,
-            )
-        one = one + _gemm(b, model.vocab * h / tp, 2.0, r.bf16_flops, bw)
-        one = one + (KERNELS_MOE + KERNELS_HEAD) * r.kernel_s + 2.0 * all_reduce_time(b * h * 2.0, tp, links)
-        draft = draft_tokens * one
+        draft = draft_tokens * draft_pass_time(b, model=model, rates=r, links=links, tp=tp, dp=dp, ep=ep)
     out["draft_s"] = draft
 
     kernels = model.n_dense_layers * KERNELS_DENSE + model.moe_layers * KERNELS_MOE + KERNELS_HEAD

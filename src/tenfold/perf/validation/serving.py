@@ -1,7 +1,7 @@
 """Validation against published serving measurements: predict each row with its own deployment.
 
-Reads a CSV in the schema of `tenfold/data/validation/inference_runs.csv` (the columns of
-shared/research/validation/inference_runs.csv plus optional tenfold extension columns; docs/validation.md).
+Reads a CSV in the schema of `tenfold/data/validation/inference_runs.csv` (the published-runs columns plus
+optional tenfold extension columns; docs/validation.md).
 For each row:
 
 * the architecture comes from the row's columns, with what the schema lacks (MLA ranks, dense layers,
@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tenfold.perf.calibration import Calibration, load_calibration
-from tenfold.perf.serving.estimate import Deployment, estimate_inference
-from tenfold.perf.serving.presets import Engine, engine
+from tenfold.perf.serving.estimate import estimate_for
+from tenfold.perf.serving.presets import engine
+from tenfold.perf.serving.query import ServingQuery
+from tenfold.perf.serving.results import Deployment
 from tenfold.perf.specs.catalog import data_dir
-from tenfold.perf.specs.hardware import Hardware, list_hardware, load_hardware
-from tenfold.perf.specs.models import ModelSpec
+from tenfold.perf.specs.hardware import list_hardware
 from tenfold.perf.validation.rows import int_cell, parse_assumptions, row_model
 from tenfold.perf.validation.training import (
     RowResult,
@@ -42,12 +43,13 @@ from tenfold.perf.validation.training import (
     build_report,
 )
 
+# A row's metric (in the CSV's unit) -> the estimate's field and the factor from its unit to the row's
 METRICS = {
-    "output_tokens_per_s_per_gpu": "output_tokens_per_s_per_gpu",
-    "total_tokens_per_s_per_gpu": "total_tokens_per_s_per_gpu",
-    "output_tokens_per_s_per_user": "output_tokens_per_s_per_user",
-    "ttft_ms": "ttft_ms",
-    "tpot_ms": "tpot_ms",
+    "output_tokens_per_s_per_gpu": ("output_tokens_per_s_per_gpu", 1.0),
+    "total_tokens_per_s_per_gpu": ("total_tokens_per_s_per_gpu", 1.0),
+    "output_tokens_per_s_per_user": ("output_tokens_per_s_per_user", 1.0),
+    "ttft_ms": ("ttft_s", 1e3),
+    "tpot_ms": ("tpot_s", 1e3),
 }
 REQUIRED = ("id", "model", "gpu", "metric", "value", "layers", "hidden", "heads")
 EXTENSION_COLUMNS = (
@@ -68,8 +70,14 @@ def default_runs_path() -> Path:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Case:
-    """One row resolved into `estimate_inference` arguments (or the reason it cannot be)."""
+class ServingCase:
+    """One row resolved into a `ServingQuery` and a concurrency (or the reason it cannot be).
+
+    The row's identity and measurement (id, model_name, gpu, num_gpus, metric, measured, reliability,
+    source_url); reason: why it cannot be predicted ('' if it can); query: the configuration (None when
+    it cannot); concurrency: requests in flight (None = the engine's max load); assumed: what was assumed
+    for cells the row leaves empty.
+    """
 
     id: str
     model_name: str
@@ -80,18 +88,8 @@ class Case:
     reliability: str
     source_url: str
     reason: str = ""
-    model: ModelSpec | None = None
-    hardware: Hardware | None = None
-    deployment: Deployment | None = None
-    engine: Engine | None = None
-    input_len: int = 0
-    output_len: int = 0
+    query: ServingQuery | None = None
     concurrency: int | None = None
-    precision: str = ""
-    attention_precision: str = ""
-    kv_precision: str = ""
-    draft_tokens: int = 0
-    accepted_tokens: float = 1.0
     assumed: tuple[str, ...] = ()
 
 
@@ -99,7 +97,7 @@ def _cell(row: dict[str, str], key: str) -> str:
     return (row.get(key) or "").strip()
 
 
-def case_from_row(row: dict[str, str]) -> Case:
+def case_from_row(row: dict[str, str]) -> ServingCase:
     """Resolve one CSV row (see the module docstring)."""
     head = dict(
         id=row.get("id", "?"),
@@ -113,11 +111,11 @@ def case_from_row(row: dict[str, str]) -> Case:
     )
     missing = [k for k in REQUIRED if not _cell(row, k)]
     if missing:
-        return Case(**head, reason=f"missing required columns: {', '.join(missing)}")
+        return ServingCase(**head, reason=f"missing required columns: {', '.join(missing)}")
     if head["metric"] not in METRICS:
-        return Case(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
+        return ServingCase(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
     if head["gpu"] not in list_hardware():
-        return Case(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
+        return ServingCase(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
     assumed: list[str] = []
     for key, value in parse_assumptions(row.get("assumptions", "")).items():
         if _cell(row, key) in ("", "auto"):
@@ -130,21 +128,23 @@ def case_from_row(row: dict[str, str]) -> Case:
         ("weights_precision", "weights_precision is empty"),
     ):
         if not _cell(row, key):
-            return Case(**head, reason=why)
+            return ServingCase(**head, reason=why)
     model, why, notes = row_model(row)
     assumed += notes
     if model is None:
-        return Case(**head, reason=why)
+        return ServingCase(**head, reason=why)
     gpus = head["num_gpus"]
     tp = int_cell(row.get("tp"), 0)
     if not tp:
-        return Case(**head, reason=f"tp is empty: the split of the {gpus} GPUs is not stated")
+        return ServingCase(**head, reason=f"tp is empty: the split of the {gpus} GPUs is not stated")
     adp = _cell(row, "attention_dp")
     if gpus % tp:
-        return Case(**head, reason=f"tp={tp} does not divide num_gpus={gpus}")
+        return ServingCase(**head, reason=f"tp={tp} does not divide num_gpus={gpus}")
     dp = gpus // tp
     if adp == "0" and dp > 1:
-        return Case(**head, reason=f"tp={tp} on {gpus} GPUs without attention DP: replicas are not modelled")
+        return ServingCase(
+            **head, reason=f"tp={tp} on {gpus} GPUs without attention DP: replicas are not modelled"
+        )
     if adp == "" and dp > 1:
         assumed.append(f"attention_dp=1 (tp={tp} on {gpus} GPUs)")
     ep = int_cell(row.get("ep"), 1)
@@ -171,27 +171,27 @@ def case_from_row(row: dict[str, str]) -> Case:
     draft = int_cell(row.get("draft_tokens"), 0)
     accepted = float(row["accepted_tokens"]) if _cell(row, "accepted_tokens") else 1.0
     if draft and not _cell(row, "accepted_tokens"):
-        return Case(**head, reason=f"draft_tokens={draft} without accepted_tokens: the speedup is unknown")
-    return Case(
-        **head,
+        return ServingCase(
+            **head, reason=f"draft_tokens={draft} without accepted_tokens: the speedup is unknown"
+        )
+    query = ServingQuery(
         model=model,
-        hardware=load_hardware(head["gpu"]),
+        hardware=head["gpu"],
         deployment=dep,
         engine=eng,
         input_len=isl,
         output_len=osl,
-        concurrency=conc,
         precision=weights,
         attention_precision=_cell(row, "attention_precision") or weights,
         kv_precision=kv,
         draft_tokens=draft,
         accepted_tokens=accepted,
-        assumed=tuple(assumed),
     )
+    return ServingCase(**head, query=query, concurrency=conc, assumed=tuple(assumed))
 
 
-def load_cases(path: str | Path | None = None) -> list[Case]:
-    """Every row of an inference validation CSV as a Case (default: the shipped rows)."""
+def load_cases(path: str | Path | None = None) -> list[ServingCase]:
+    """Every row of an inference validation CSV as a ServingCase (default: the shipped rows)."""
     path = Path(path) if path is not None else default_runs_path()
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
@@ -201,26 +201,14 @@ def load_cases(path: str | Path | None = None) -> list[Case]:
         return [case_from_row(row) for row in reader]
 
 
-def predict_case(case: Case, calibration: Calibration) -> RowResult:
+def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
     """Predict one resolved case; an infeasible configuration comes back with a NaN prediction."""
     assert not case.reason, case.reason
-    est = estimate_inference(
-        case.model,
-        case.hardware,
-        case.deployment,
-        input_len=case.input_len,
-        output_len=case.output_len,
-        concurrency=case.concurrency,
-        precision=case.precision,
-        attention_precision=case.attention_precision,
-        kv_precision=case.kv_precision,
-        engine=case.engine,
-        draft_tokens=case.draft_tokens,
-        accepted_tokens=case.accepted_tokens,
-        calibration=calibration,
-    )
-    pred = getattr(est, METRICS[case.metric]) if est.feasible else math.nan
-    layout = f"{case.deployment.describe()} {case.precision}/kv {case.kv_precision} {case.engine.name}"
+    q = case.query
+    est = estimate_for(q, concurrency=case.concurrency, calibration=calibration)
+    field, scale = METRICS[case.metric]
+    pred = getattr(est, field) * scale if est.feasible else math.nan
+    layout = f"{q.deployment.describe()} {q.precision}/kv {q.kv_precision} {q.engine.name}"
     batch = f"batch {est.batch_per_rank}/rank ({est.limited_by})" if est.feasible else est.reason
     return RowResult(
         id=case.id,
@@ -255,5 +243,5 @@ def validate_inference(
             results.append(r)
         else:
             unpredictable.append((c.id, f"infeasible as stated: {r.layout}"))
-    moe = {c.id for c in cases if c.model is not None and c.model.is_moe}
+    moe = {c.id for c in cases if c.query is not None and c.query.model.is_moe}
     return build_report(results, unpredictable, moe)

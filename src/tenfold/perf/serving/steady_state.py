@@ -1,0 +1,210 @@
+"""The serving model's core: a `ServingQuery` made ready (memory, batch limit, what stops it), and its
+rates and latencies at any concurrency, in seconds and tokens/s. `estimate.py` reads one concurrency off
+it, `curve.py` many.
+
+Steady state at concurrency C (closed-loop clients, continuous batching): each request is a prefill of ISL
+tokens (which yields the first token) and D = (OSL - 1)/a decode steps, a = accepted tokens per step (1
+without speculative decoding). With b = ceil(C/dp) sequences on the busiest attention rank, an engine step
+carries their b·q decode tokens (q = 1 + draft tokens) and, to keep the batch full, p = b·ISL/D prompt
+tokens of arriving requests:
+
+    output tok/s/GPU = C·OSL / (D · t_step · GPUs)        total (input + output) = C·(ISL + OSL) / (...)
+    TPOT = t_step / a,  output tok/s/user = 1/TPOT
+    TTFT = the step(s) that carry one whole prompt next to the running batch (chunks of max_num_tokens),
+           plus the wait for a free slot when C exceeds what fits: (C - capacity)·D·t_step/capacity
+    $/M tokens = $/GPU-h · 1e6 / (3600 · tok/s/GPU)        (stated for output and for input + output)
+
+The metrics are InferenceMAX's (tok/s/GPU, "interactivity" = 1/TPOT tok/s/user, TTFT; SemiAnalysis,
+https://developer.nvidia.com/blog/nvidia-blackwell-leads-on-new-semianalysis-inferencemax-benchmarks);
+TPOT = t_step and TTFT = queueing + prefill follow the roofline serving models LLM-Viewer (arXiv
+2402.16363) and llm-analysis (github.com/cli99/llm-analysis), whose cost per token this is too.
+
+Beyond the batch limit (KV memory, max_batch_size, or max_num_tokens) requests queue: tok/s/GPU and
+tok/s/user stay at their values at the limit and TTFT grows. A prefill-only workload (OSL = 1) runs steps of
+min(b·ISL, max_num_tokens) prompt tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tenfold.perf.calibration import Calibration, load_calibration
+from tenfold.perf.serving.memory import ServingMemory, serving_memory
+from tenfold.perf.serving.query import ServingQuery
+from tenfold.perf.serving.results import STEP_PARTS
+from tenfold.perf.serving.step import serving_rates, step_times
+from tenfold.perf.specs.precision import check_supported, get_precision
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingSetup:
+    """A query ready to evaluate.
+
+    Fields:
+        query: the configuration.
+        calibration: the fitted efficiencies it runs with.
+        memory: weights, workspace and KV budget per GPU; None when a structural problem stops the
+            configuration before memory is sized.
+        problems: why it cannot run, numbers printed (empty = feasible).
+        notes: assumptions worth reporting (fallback efficiency, the price used).
+        usd_per_gpu_hour: the price for the cost per million tokens (NaN when none is known).
+        calibrated: whether the fit covers this GPU architecture and GEMM input width.
+    """
+
+    query: ServingQuery
+    calibration: Calibration
+    memory: ServingMemory | None
+    problems: tuple[str, ...]
+    notes: tuple[str, ...]
+    usd_per_gpu_hour: float
+    calibrated: bool
+
+
+def setup_serving(query: ServingQuery, calibration: Calibration | None = None) -> ServingSetup:
+    """Size memory and collect what stops `query` (default calibration: the committed inference fit)."""
+    cal = calibration or load_calibration(kind="inference")
+    model, hw, dep, fmts = query.model, query.hardware, query.deployment, query.formats
+    act, attn = fmts.activations, fmts.attention
+    problems = dep.problems(model)
+    for p in {act.name: act, attn.name: attn}.values():
+        why = check_supported(p, hw)
+        if why:
+            problems.append(why)
+    if query.draft_tokens and not model.mtp_layers:
+        problems.append(f"{model.name} has no MTP module to draft {query.draft_tokens} tokens with")
+    notes = []
+    calibrated = cal.is_calibrated(hw.arch, act.bits_class)
+    if not calibrated and not check_supported(act, hw):
+        notes.append(
+            f"no inference calibration for {hw.arch}/{act.bits_class}-bit GEMMs: using the fallback "
+            f"efficiency {cal.fallback_gemm_efficiency}"
+        )
+    usd_h = query.usd_per_gpu_hour
+    if usd_h is None:
+        usd_h = hw.ondemand_usd_h if hw.ondemand_usd_h is not None else math.nan
+        if math.isfinite(usd_h):
+            notes.append(f"cost at the catalog's on-demand price ${usd_h:.2f}/GPU-hour")
+    memory = None
+    if not problems:
+        memory = serving_memory(
+            model,
+            query.engine,
+            capacity_B=hw.hbm_bytes,
+            tp=dep.tp,
+            gpus=dep.gpus,
+            formats=fmts,
+            input_len=query.input_len,
+            output_len=query.output_len,
+            draft_tokens=query.draft_tokens,
+        )
+        if memory.shortfall():
+            problems.append(memory.shortfall())
+    return ServingSetup(
+        query=query,
+        calibration=cal,
+        memory=memory,
+        problems=tuple(problems),
+        notes=tuple(notes),
+        usd_per_gpu_hour=float(usd_h),
+        calibrated=calibrated,
+    )
+
+
+def batch_capacity(s: ServingSetup) -> tuple[int, str]:
+    """Most sequences per attention rank of a feasible setup, and what limits them (kv_memory,
+    max_batch_size or max_num_tokens)."""
+    q = s.query
+    limits = {"kv_memory": s.memory.max_batch_memory, "max_batch_size": q.engine.max_batch_size}
+    if q.output_len > 1:
+        per_seq = q.tokens_per_step + q.input_len * q.accepted_tokens / (q.output_len - 1)
+        limits["max_num_tokens"] = max(int(s.memory.max_num_tokens // per_seq), 1)
+    name = min(limits, key=limits.get)
+    return int(limits[name]), name
+
+
+def evaluate(s: ServingSetup, concurrency: np.ndarray) -> dict[str, np.ndarray]:
+    """Rates and latencies of a feasible setup, arrays over concurrency: running, b, cap (sequences),
+    tpot_s, ttft_s, step_s and its parts `<part>_s` (seconds), per_user, out_gpu, total_gpu (tokens/s)."""
+    query, mem = s.query, s.memory
+    dep, eng, fmts, hw = query.deployment, query.engine, query.formats, query.hardware
+    q, a = query.tokens_per_step, query.accepted_tokens
+    cap_rank, _ = batch_capacity(s)
+    cap = cap_rank * dep.dp
+    c = np.asarray(concurrency, dtype=float)
+    running = np.minimum(c, cap)
+    b = np.ceil(running / dep.dp)
+    kv_compute = get_precision("fp8" if fmts.kv in ("fp8", "nvfp4") and "fp8" in hw.peak_flops else "bf16")
+    rates = serving_rates(hw, fmts, s.calibration, kv_compute)
+    links = s.calibration.links(hw)
+    isl, osl = query.input_len, query.output_len
+    kw = dict(
+        formats=fmts,
+        rates=rates,
+        links=links,
+        tp=dep.tp,
+        dp=dep.dp,
+        ep=dep.ep,
+        isl=isl,
+        draft_tokens=query.draft_tokens,
+        ep_overlap=eng.ep_overlap,
+        ep_comm=eng.ep_comm,
+    )
+    out: dict[str, np.ndarray] = {"running": running, "b": b, "cap": np.full_like(c, cap)}
+    if osl == 1:  # prefill only
+        tokens = np.minimum(b * isl, mem.max_num_tokens)
+        st = step_times(query.model, b=0.0 * b, p=tokens, q=q, ctx_dec=0.0, **kw)
+        t = st["step_s"]
+        req_rate = tokens / isl / t * dep.dp  # requests finishing per second on the instance
+        out["tpot_s"] = np.full_like(c, np.nan)
+        out["per_user"] = np.full_like(c, np.nan)
+        out["ttft_s"] = np.maximum((b + 1) / 2 * isl / tokens, 1.0) * t
+    else:
+        d_steps = (osl - 1) / a
+        p = b * isl / d_steps
+        cap_prompts = np.floor(np.maximum(mem.max_num_tokens - b * q, 0.0) / isl)
+        p_busy = isl * busiest_prompts(b / d_steps, dep.dp, cap_prompts) if dep.dp > 1 else p
+        ctx = isl + osl / 2
+        st = step_times(query.model, b=b, p=np.maximum(p_busy, p), p_mean=p, q=q, ctx_dec=ctx, **kw)
+        t = st["step_s"]
+        req_rate = running / (d_steps * t)
+        out["tpot_s"] = t / a
+        out["per_user"] = a / t
+        chunk = np.maximum(mem.max_num_tokens - b * q, 1.0)
+        n_chunks = np.ceil(isl / chunk)
+        first = step_times(query.model, b=b, p=np.maximum(p, np.minimum(isl, chunk)), q=q, ctx_dec=ctx, **kw)
+        out["ttft_s"] = n_chunks * first["step_s"]
+    wait = np.where(c > cap, (c - cap) / np.maximum(req_rate, 1e-30), 0.0)
+    out["ttft_s"] = out["ttft_s"] + wait
+    out["out_gpu"] = req_rate * osl / dep.gpus
+    out["total_gpu"] = req_rate * (isl + osl) / dep.gpus
+    out["step_s"] = t
+    for k in STEP_PARTS:
+        out[f"{k}_s"] = st[f"{k}_s"]
+    return out
+
+
+def busiest_prompts(lam, ranks: int, cap) -> np.ndarray:
+    """Expected most prompts any of `ranks` attention-DP ranks admits in one step, E[max of `ranks`
+    Poisson(lam)], each capped at `cap` (the step's token budget). At max load a rank admits a new prompt
+    whenever one of its sequences finishes, so admissions per step are Poisson with mean lam = b/D; the
+    ranks meet at every MoE layer, so a step lasts as long as its busiest rank (lockstep)."""
+    lam, cap = np.broadcast_arrays(np.asarray(lam, dtype=float), np.asarray(cap, dtype=float))
+    pmf = np.exp(-lam)
+    cdf = pmf.copy()
+    total = np.zeros_like(lam)
+    top = int(np.max(np.minimum(cap, lam + 12 * np.sqrt(lam) + 12))) if lam.size else 0
+    for k in range(1, top + 1):
+        total = total + np.where(k <= cap, 1.0 - cdf**ranks, 0.0)  # P(max >= k)
+        pmf = pmf * lam / k
+        cdf = cdf + pmf
+    return total
+
+
+def usd_per_m_tokens(usd_per_gpu_hour: float, tokens_per_s_per_gpu: float) -> float:
+    """Cost of a million tokens at a GPU-hour price and a per-GPU rate; NaN without a price or a rate."""
+    if tokens_per_s_per_gpu > 0 and math.isfinite(usd_per_gpu_hour):
+        return usd_per_gpu_hour * 1e6 / (3600.0 * tokens_per_s_per_gpu)
+    return math.nan
