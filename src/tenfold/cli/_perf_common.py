@@ -6,8 +6,6 @@ Exit codes: 0 ok, 1 infeasible (no plan fits / the plan cannot run), 2 bad input
 from __future__ import annotations
 
 import json
-import math
-from typing import Any
 
 import typer
 from rich.console import Console
@@ -15,6 +13,7 @@ from rich.table import Table
 
 from tenfold.perf.serving.estimate import InferenceCurve, InferenceEstimate
 from tenfold.perf.training.estimate import TrainingEstimate
+from tenfold.report.format import fmt_number, json_clean
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -24,23 +23,8 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _clean(x: Any) -> Any:
-    """NaN/inf are not JSON: write them as null."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_clean(v) for v in x]
-    return x
-
-
 def print_json(obj: dict) -> None:
-    typer.echo(json.dumps(_clean(obj), indent=2))
-
-
-def _fmt(x: float, spec: str) -> str:
-    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+    typer.echo(json.dumps(json_clean(obj), indent=2))
 
 
 def estimate_tables(e: TrainingEstimate) -> list[Table]:
@@ -58,11 +42,11 @@ def estimate_tables(e: TrainingEstimate) -> list[Table]:
     ):
         head.add_column(col, justify="right")
     head.add_row(
-        _fmt(e.step_time_s, ".3f"),
-        _fmt(e.tokens_per_s_per_gpu, ",.0f"),
-        _fmt(e.model_tflops_per_gpu, ",.0f"),
-        _fmt(e.mfu_bf16, ".1%"),
-        _fmt(e.mfu_precision, ".1%"),
+        fmt_number(e.step_time_s, ".3f"),
+        fmt_number(e.tokens_per_s_per_gpu, ",.0f"),
+        fmt_number(e.model_tflops_per_gpu, ",.0f"),
+        fmt_number(e.mfu_bf16, ".1%"),
+        fmt_number(e.mfu_precision, ".1%"),
         "yes" if e.feasible else f"[red]no[/red]: {e.reason}",
     )
     tables = [head]
@@ -85,11 +69,11 @@ def estimate_tables(e: TrainingEstimate) -> list[Table]:
         )
         for n, label in zip(names, labels, strict=True):
             v = getattr(e.breakdown, f"{n}_s")
-            bd.add_row(label, _fmt(v, ".3f"), _fmt(v / e.step_time_s, ".1%"))
+            bd.add_row(label, fmt_number(v, ".3f"), fmt_number(v / e.step_time_s, ".1%"))
         bd.add_row(
             "  of which recompute",
-            _fmt(e.breakdown.recompute_s, ".3f"),
-            _fmt(e.breakdown.recompute_s / e.step_time_s, ".1%"),
+            fmt_number(e.breakdown.recompute_s, ".3f"),
+            fmt_number(e.breakdown.recompute_s / e.step_time_s, ".1%"),
         )
         tables.append(bd)
     if e.memory is not None:
@@ -97,7 +81,7 @@ def estimate_tables(e: TrainingEstimate) -> list[Table]:
         mt.add_column("part")
         mt.add_column("GiB", justify="right")
         for n in ("weights", "grads", "optimizer", "activations", "other", "total", "capacity"):
-            mt.add_row(n, _fmt(getattr(e.memory, f"{n}_GiB"), ".1f"))
+            mt.add_row(n, fmt_number(getattr(e.memory, f"{n}_GiB"), ".1f"))
         tables.append(mt)
     return tables
 
@@ -126,13 +110,13 @@ def inference_tables(e: InferenceEstimate) -> list[Table]:
     head.add_row(
         str(e.concurrency),
         f"{e.batch_per_rank} of {e.capacity // max(e.deployment.dp, 1)}" if e.feasible else "-",
-        _fmt(e.ttft_ms, ",.1f"),
-        _fmt(e.tpot_ms, ".2f"),
-        _fmt(e.output_tokens_per_s_per_gpu, ",.0f"),
-        _fmt(e.total_tokens_per_s_per_gpu, ",.0f"),
-        _fmt(e.output_tokens_per_s_per_user, ",.1f"),
-        _fmt(e.usd_per_m_output_tokens, ".3f"),
-        _fmt(e.usd_per_m_total_tokens, ".3f"),
+        fmt_number(e.ttft_ms, ",.1f"),
+        fmt_number(e.tpot_ms, ".2f"),
+        fmt_number(e.output_tokens_per_s_per_gpu, ",.0f"),
+        fmt_number(e.total_tokens_per_s_per_gpu, ",.0f"),
+        fmt_number(e.output_tokens_per_s_per_user, ",.1f"),
+        fmt_number(e.usd_per_m_output_tokens, ".3f"),
+        fmt_number(e.usd_per_m_total_tokens, ".3f"),
         f"yes (batch limit: {e.limited_by})" if e.feasible else f"[red]no[/red]: {e.reason}",
     )
     tables = [head]
@@ -153,8 +137,8 @@ def inference_tables(e: InferenceEstimate) -> list[Table]:
         }
         for k, label in labels.items():
             v = getattr(e.breakdown, f"{k}_s")
-            bd.add_row(label, _fmt(v * 1e3, ".2f"), _fmt(v / e.breakdown.step_s, ".1%"))
-        bd.add_row("step", _fmt(e.breakdown.step_s * 1e3, ".2f"), "100.0%")
+            bd.add_row(label, fmt_number(v * 1e3, ".2f"), fmt_number(v / e.breakdown.step_s, ".1%"))
+        bd.add_row("step", fmt_number(e.breakdown.step_s * 1e3, ".2f"), "100.0%")
         tables.append(bd)
     mt = Table(title="memory per GPU")
     mt.add_column("part")
@@ -166,7 +150,7 @@ def inference_tables(e: InferenceEstimate) -> list[Table]:
         ("KV per sequence (reserved)", e.kv_per_sequence_GiB),
         ("capacity", e.capacity_GiB),
     ):
-        mt.add_row(label, _fmt(v, ".2f"))
+        mt.add_row(label, fmt_number(v, ".2f"))
     tables.append(mt)
     return tables
 
@@ -182,11 +166,11 @@ def curve_table(c: InferenceCurve) -> Table:
     for p in c.points:
         t.add_row(
             str(p.concurrency),
-            _fmt(p.output_tokens_per_s_per_user, ",.1f"),
-            _fmt(p.output_tokens_per_s_per_gpu, ",.0f"),
-            _fmt(p.ttft_ms, ",.1f"),
-            _fmt(p.tpot_ms, ".2f"),
-            _fmt(p.usd_per_m_output_tokens, ".3f"),
+            fmt_number(p.output_tokens_per_s_per_user, ",.1f"),
+            fmt_number(p.output_tokens_per_s_per_gpu, ",.0f"),
+            fmt_number(p.ttft_ms, ",.1f"),
+            fmt_number(p.tpot_ms, ".2f"),
+            fmt_number(p.usd_per_m_output_tokens, ".3f"),
             "queued" if p.saturated else "",
         )
     return t

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tenfold.report.charts import layout
+from tenfold.report.format import fmt_number
 from tenfold.report.page import Chart, HtmlTable, render_html
 
 
@@ -149,12 +150,6 @@ def loss_chart(runs: list[Run], *, key: str = "loss") -> Chart:
     return Chart(key=key, title="Loss curves per recipe (nats per byte)", reading=reading, figure=fig)
 
 
-def _fmt(v: Any, spec: str) -> str:
-    if isinstance(v, int | float) and math.isfinite(v):
-        return format(v, spec)
-    return "-"
-
-
 def runs_table(runs: list[Run]) -> HtmlTable:
     rows = []
     for r in runs:
@@ -164,10 +159,10 @@ def runs_table(runs: list[Run]) -> HtmlTable:
             (
                 r.name,
                 str(len(r.steps)),
-                _fmt(float(r.steps[-1]["loss"]), ".4f"),
-                _fmt(ev[-1][1] if ev else s.get("final_val_loss", math.nan), ".4f"),
-                _fmt(s.get("tokens_per_s", math.nan), ",.0f"),
-                _fmt(s.get("wall_s", math.nan), ",.1f"),
+                fmt_number(float(r.steps[-1]["loss"]), ".4f"),
+                fmt_number(ev[-1][1] if ev else s.get("final_val_loss", math.nan), ".4f"),
+                fmt_number(s.get("tokens_per_s", math.nan), ",.0f"),
+                fmt_number(s.get("wall_s", math.nan), ",.1f"),
                 f"{s.get('converted_layers', '-')} / {s.get('kept_layers', '-')}",
             )
         )
