@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli._perf_common import print_json
+from tenfold.cli.output import print_json
 from tenfold.cost.claims.nvidia import ClaimsReport, Decomposition, check_claims
 
 

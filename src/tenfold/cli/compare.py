@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli._perf_common import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
 from tenfold.cost.compare import compare_default, compare_training
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.results import Comparison, ComparisonSet

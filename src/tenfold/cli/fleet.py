@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli._perf_common import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
 from tenfold.cost.fleet import FleetPlan, Plan, load_fleet, plan_fleet
 
 app = typer.Typer(help="Plan a fleet of GPU pools.", no_args_is_help=True)
