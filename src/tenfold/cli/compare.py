@@ -18,6 +18,7 @@ from tenfold.cost.compare import compare_default, compare_training
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.results import Comparison, ComparisonSet
 from tenfold.cost.workloads import DEFAULT_GPUS, CostSettings, ServingWorkload, TrainingWorkload
+from tenfold.perf.errors import Infeasible
 from tenfold.report.compare import comparison_rows
 
 OWN_OPTION = typer.Option([], "--own", help="owner input KEY=VALUE (pue=1.3, life_years=6, ...)")
@@ -219,6 +220,8 @@ def compare(
                 )
     except ValueError as exc:
         raise fail(str(exc)) from exc
+    except Infeasible as exc:  # the serving search found nothing that runs
+        raise fail(f"infeasible: {exc}", EXIT_INFEASIBLE) from exc
     if report is not None:
         from tenfold.report.compare import write_comparison_report
 

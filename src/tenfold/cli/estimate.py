@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
+from tenfold.perf.errors import Infeasible
 from tenfold.perf.serving.estimate import (
     Deployment,
     InferenceCurve,
@@ -144,6 +145,8 @@ def infer(
         points = inference_curve(model, gpu, dep, **kw) if curve and est.feasible else None
     except ValueError as exc:
         raise fail(str(exc)) from None
+    except Infeasible as exc:  # the curve found no concurrency at which the configuration runs
+        raise fail(f"infeasible: {exc}", EXIT_INFEASIBLE) from None
     if as_json:
         d = est.to_dict()
         if points is not None:
