@@ -30,6 +30,15 @@ def precisions_for(hw: Hardware, allowed: tuple[str, ...] | None = None) -> tupl
     return tuple(p for p in base if not check_supported(get_precision(p), hw))
 
 
+SECONDS_PER_DAY = 86400.0
+
+
+def training_days(tokens: float, tokens_per_s: float) -> float:
+    """Wall-clock days to train on `tokens` at a whole-cluster rate of `tokens_per_s`:
+    days = tokens / (tokens/s) / 86,400 s per day."""
+    return tokens / tokens_per_s / SECONDS_PER_DAY
+
+
 def _positive(name: str, v: float) -> None:
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be a positive number, got {v!r}")
