@@ -148,7 +148,7 @@ def compare(
 ) -> None:
     """Compare GPUs on one workload: GPUs, days, MFU, GPU-hours, rent and own cost, MWh, tCO2, ratios.
 
-    With no workload it runs the embedded default: the seed's GPT-MoE-1.8T (13T tokens, 8,192 GPUs) and
+    With no workload it runs the embedded default: the article's GPT-MoE-1.8T (13T tokens, 8,192 GPUs) and
     Llama 3.1 405B (15.6T tokens, 16,384 GPUs) on h100-sxm, h200, b200, gb200, gb300.
 
     Examples: tenfold compare;  tenfold compare -m llama3-70b --tokens 15T --deadline-days 30;

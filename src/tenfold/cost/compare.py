@@ -342,7 +342,7 @@ def compare_default(
     defaults: CostDefaults | None = None,
     progress: Progress = None,
 ) -> ComparisonSet:
-    """The embedded default (`tenfold compare` with no workload): the seed's GPT-MoE-1.8T pre-training
+    """The embedded default (`tenfold compare` with no workload): the article's GPT-MoE-1.8T pre-training
     and Llama 3.1 405B, each at its scenario's GPU count, across `gpus` (workloads.default_scenario)."""
     t0 = time.perf_counter()
     scenario = default_scenario()
@@ -366,7 +366,7 @@ def compare_default(
             )
         )
     return ComparisonSet(
-        title="The Blackwell question: the seed's GPT-MoE-1.8T and Llama 3.1 405B pre-training",
+        title="The Blackwell question: the article's GPT-MoE-1.8T and Llama 3.1 405B pre-training",
         comparisons=tuple(out),
         elapsed_s=time.perf_counter() - t0,
     )

@@ -149,7 +149,7 @@ class CostSettings:
         }
 
 
-# ---- the embedded default: the seed's scenario plus Llama 3.1 405B -------------------------------
+# ---- the embedded default: the article's scenario plus Llama 3.1 405B -------------------------------
 GPT_MOE_TOKENS_SOURCE = (
     "~13T tokens, 8K pre-training context and a batch ramped to ~60M tokens (here 8,192 x 8,192 = 67M): "
     "SemiAnalysis's July 2023 GPT-4 description that the catalog's GPT-MoE-1.8T shape follows, as "
@@ -170,7 +170,7 @@ def default_scenario() -> tuple[tuple[TrainingWorkload, int], ...]:
                 tokens=13e12,
                 seq_len=8192,
                 global_batch=8192,
-                label="GPT-MoE-1.8T pre-training (the seed's scenario)",
+                label="GPT-MoE-1.8T pre-training (the article's scenario)",
                 source=GPT_MOE_TOKENS_SOURCE,
             ),
             8192,

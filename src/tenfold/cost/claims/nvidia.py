@@ -1,4 +1,4 @@
-"""NVIDIA's GB200 NVL72 claims and the seed article's estimate, reproduced with the model and decomposed.
+"""NVIDIA's GB200 NVL72 claims and the article's estimate, reproduced with the model and decomposed.
 
 A claim compares a baseline (HGX H100, FP8, 8-GPU NVLink islands joined by InfiniBand) with a target
 (GB200 NVL72). The model runs a chain of configurations that changes one thing at a time:
@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from tenfold.cost.claims.article import SeedClaims, seed_claims
+from tenfold.cost.claims.article import ArticleClaims, article_claims
 from tenfold.cost.claims.speedups import SpeedupCheck, speedup_checks
 from tenfold.perf.serving.search import search_inference
 from tenfold.perf.specs.hardware import Hardware, load_hardware
@@ -311,30 +311,30 @@ def inference_claim(
 
 @dataclass(frozen=True, kw_only=True)
 class ClaimsReport:
-    """Everything `tenfold claims` prints: the two NVIDIA claims decomposed, the seed's estimate checked,
+    """Everything `tenfold claims` prints: the two NVIDIA claims decomposed, the article's estimate checked,
     and the model's per-GPU speedups beside the measured Megatron-Bridge pairs (what the claims are
     weighed against)."""
 
     training: Decomposition
     inference: InferenceClaim
-    seed: SeedClaims
+    article: ArticleClaims
     measured: tuple[SpeedupCheck, ...]
 
     def to_dict(self) -> dict:
         return {
             "training": self.training.to_dict(),
             "inference": self.inference.to_dict(),
-            "seed": self.seed.to_dict(),
+            "article": self.article.to_dict(),
             "measured": [c.to_dict() for c in self.measured],
         }
 
 
 def check_claims(progress=None) -> ClaimsReport:
-    """The training and inference claims, the seed's estimate and the measured speedups
+    """The training and inference claims, the article's estimate and the measured speedups
     (`progress(done, total)` per part)."""
     out = []
-    for i, fn in enumerate((training_claim, inference_claim, seed_claims, speedup_checks)):
+    for i, fn in enumerate((training_claim, inference_claim, article_claims, speedup_checks)):
         out.append(fn())
         if progress:
             progress(i + 1, 4)
-    return ClaimsReport(training=out[0], inference=out[1], seed=out[2], measured=tuple(out[3]))
+    return ClaimsReport(training=out[0], inference=out[1], article=out[2], measured=tuple(out[3]))
