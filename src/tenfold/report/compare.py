@@ -24,8 +24,9 @@ from tenfold.report.format import fmt_number, usd
 from tenfold.report.page import Chart, HtmlTable, render_html
 
 RENT_COLOR, OWN_COLOR = "#e0894a", "#3b6fb6"
-# the serving outlook drawn for a training comparison: NVIDIA's 30x-claim interactivity (20 tok/s per user)
-# at a 1k/1k chat shape and a 5 s TTFT limit (shared/research/inference.md, InferenceMAX's default shape)
+# the serving outlook drawn for a training comparison: NVIDIA's 30x-claim interactivity (20 tok/s per user,
+# https://www.nvidia.com/en-us/data-center/gb200-nvl72/ footnote) and 5 s TTFT limit, at the 1k/1k chat shape
+# of SemiAnalysis InferenceMAX's input/output sets (https://github.com/InferenceMAX/InferenceMAX)
 OUTLOOK = {"input_len": 1024, "output_len": 1024, "min_tokens_per_s_per_user": 20.0, "max_ttft_ms": 5000.0}
 
 

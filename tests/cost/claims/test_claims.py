@@ -86,5 +86,5 @@ def test_gb200_fp8_speedup_within_15_percent_of_megatron_bridge():
 def test_measured_pairs_in_the_data_file_match_their_runs():
     by = {p.name: p for p in load_speedup_pairs()}
     p = by["Llama 3.1 405B FP8, GB200 vs H100 (25.11)"]
-    assert p.measured == pytest.approx(813 / 292)  # hardware.md s2: 2.78x
+    assert p.measured == pytest.approx(813 / 292)  # Megatron-Bridge 25.11 performance summary: 2.78x
     assert by["Llama 3 70B FP8, GB200 vs H100 (25.11)"].measured == pytest.approx(2.69, abs=0.01)
