@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tenfold.jsonl import read_jsonl
 from tenfold.report.charts import layout
 from tenfold.report.format import fmt_number
 from tenfold.report.page import Chart, HtmlTable, render_html
@@ -39,24 +40,6 @@ class Run:
 TELEMETRY_KEYS = ("step", "layer", "gemm", "tensor", "amax")
 
 
-def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The objects of a JSONL file; ValueError naming the file and line of a malformed one."""
-    rows = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{i}: not JSON ({exc.msg})") from None
-        if not isinstance(row, dict) or any(k not in row for k in required):
-            raise ValueError(f"{path}:{i}: a row needs {', '.join(required)}; got {line[:80]!r}")
-        rows.append(row)
-    if not rows:
-        raise ValueError(f"{path}: no rows")
-    return rows
-
-
 def load_run(path: str | Path) -> Run:
     """One run folder with a metrics.jsonl (and optionally telemetry.jsonl and summary.json)."""
     p = Path(path)
@@ -64,8 +47,12 @@ def load_run(path: str | Path) -> Run:
     if not metrics.is_file():
         raise ValueError(f"{p}: no metrics.jsonl (write one with `tenfold train --out {p.parent}`)")
     rows = read_jsonl(metrics, ("step", "loss"))
+    if not rows:
+        raise ValueError(f"{metrics}: no rows")
     tele = p / "telemetry.jsonl"
     telemetry = read_jsonl(tele, TELEMETRY_KEYS) if tele.is_file() else []
+    if tele.is_file() and not telemetry:
+        raise ValueError(f"{tele}: no rows")
     summary_path = p / "summary.json"
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
     return Run(

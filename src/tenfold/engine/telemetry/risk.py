@@ -9,13 +9,13 @@ during training is easy to see. Plain Python and matplotlib: reading a run never
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tenfold.engine.telemetry.writers import JSONL_NAME
+from tenfold.jsonl import read_jsonl
 
 REQUIRED = ("step", "layer", "gemm", "tensor", "recipe", "what_if", "clip_frac", "underflow_frac", "sqnr_db")
 
@@ -48,18 +48,7 @@ def load_records(run_dir: str | Path) -> list[dict[str, Any]]:
         raise ValueError(f"run directory {str(run_dir)!r} does not exist")
     if not path.is_file():
         raise ValueError(f"{path} not found: train with telemetry on (tenfold train --telemetry-every N)")
-    out = []
-    for i, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{i}: not JSON ({err.msg})") from None
-        missing = [k for k in REQUIRED if k not in rec]
-        if missing:
-            raise ValueError(f"{path}:{i}: missing fields {missing}")
-        out.append(rec)
+    out = read_jsonl(path, REQUIRED)
     if not out:
         raise ValueError(f"{path} holds no records")
     return out
