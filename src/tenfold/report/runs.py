@@ -233,6 +233,53 @@ def dynamic_range_chart(run: Run, *, key: str | None = None) -> Chart:
     )
 
 
+def sqnr_heatmap_chart(
+    layers: list[str], steps: list[int], grid: list[list[float]], *, key: str = "sqnr_heatmap"
+) -> Chart:
+    """Heat-map of the lowest operand SQNR (dB) of each layer (rows) at each sampled step (columns), as
+    `tenfold inspect` writes it: red = least precise; NaN cells (exact, or no record) are left blank.
+    Takes the grid (`engine.telemetry.risk.heatmap_grid`) rather than the records, so that the report
+    never imports the engine."""
+    if not layers:
+        raise ValueError("no records of the training recipe to plot")
+    cells = [
+        (v, layers[i], steps[j])
+        for i, row in enumerate(grid)
+        for j, v in enumerate(row)
+        if isinstance(v, int | float) and math.isfinite(v)
+    ]
+    reading = f"{len(layers)} layers over {len(steps)} sampled steps"
+    if cells:
+        low, layer, step = min(cells)
+        reading += f"; lowest SQNR {low:.1f} dB ({layer} at step {step}), highest {max(cells)[0]:.1f} dB"
+    else:
+        reading += "; every operand exact"
+    fig = {
+        "data": [
+            {
+                "type": "heatmap",
+                "x": [str(s) for s in steps],
+                "y": layers,
+                "z": grid,
+                "colorscale": "RdYlGn",
+                "colorbar": {"title": {"text": "SQNR (dB)"}},
+                "hovertemplate": "%{y}<br>step %{x}<br>lowest SQNR %{z:.1f} dB<extra></extra>",
+            }
+        ],
+        "layout": layout(
+            "Lowest operand SQNR per layer (dB): red = least precise",
+            "training step",
+            "layer",
+            height=max(360, 60 + 18 * len(layers)),
+            yaxis={"autorange": "reversed", "automargin": True, "title": {"text": "layer"}},
+            xaxis={"type": "category", "automargin": True, "title": {"text": "training step"}},
+        ),
+    }
+    return Chart(
+        key=key, title="Lowest operand SQNR per layer and step (dB)", reading=reading + ".", figure=fig
+    )
+
+
 def run_charts(runs: list[Run]) -> list[Chart]:
     """Every chart of a set of runs: the loss curves, and a dynamic-range heat-map per run with telemetry."""
     out = [loss_chart(runs)]
