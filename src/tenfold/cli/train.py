@@ -141,6 +141,11 @@ def train(
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
+    print_summary(summary, name, run_dir)
+
+
+def print_summary(summary: dict, name: str, run_dir: Path) -> None:
+    """The run's summary as a table: final losses, throughput, wall time, layers quantized, outputs."""
     table = Table(title=f"tenfold train: {name}")
     table.add_column("metric")
     table.add_column("value", justify="right")
