@@ -29,8 +29,8 @@ import torch
 
 from _reference import FINAL_EVAL_BATCHES, MODEL, add_training_args, data_path
 from tenfold.engine import RECIPE_NAMES
+from tenfold.report.runs import Run, runs_report_html
 from tenfold.train import ByteDataset, TrainConfig, Trainer, load_corpus
-from tenfold.train.plot import smooth
 
 
 def run_one(name: str, seed: int, data: ByteDataset, args: argparse.Namespace) -> dict:
@@ -65,34 +65,19 @@ def run_one(name: str, seed: int, data: ByteDataset, args: argparse.Namespace) -
 
 
 def plot(results: list[dict], path: Path, title: str) -> None:
-    """Left: smoothed training loss (after the first 20 % of steps); right: validation loss."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_t, ax_v) = plt.subplots(1, 2, figsize=(15, 6), dpi=110)
-    cmap = plt.get_cmap("tab20")
-    n = len(results[0]["steps"])
-    skip = int(n * 0.2)
-    for i, r in enumerate(results):
+    """The loss curves (smoothed training loss, validation points) and a table of the runs, as the
+    self-contained HTML report of `tenfold report` (tenfold.report.runs)."""
+    runs = []
+    for r in results:
         label = r["recipe"] if r["seed"] == results[0]["seed"] else f"{r['recipe']} (seed {r['seed']})"
-        color = "black" if label == "bf16" else cmap(i % 20)
-        style = "--" if r["recipe"] == "bf16" else "-"
-        ax_t.plot(r["steps"][skip:], smooth(r["losses"], 25)[skip:], style, color=color, lw=1.1, label=label)
-        vs, vl = zip(*r["evals"], strict=True)
-        ax_v.plot(vs, vl, style, marker="o", color=color, lw=1.1, markersize=3, label=label)
-    ax_t.set_title(f"training loss (moving average of 25 steps), steps {skip}-{n}")
-    ax_v.set_title("validation loss (same held-out batches for every recipe)")
-    for ax in (ax_t, ax_v):
-        ax.set_xlabel("step")
-        ax.set_ylabel("cross-entropy (nats / byte)")
-        ax.grid(alpha=0.3)
-    ax_v.legend(fontsize=7, ncol=2, loc="upper right")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+        val = dict(r["evals"])
+        rows = tuple(
+            {"step": s, "loss": loss, **({"val_loss": val[s]} if s in val else {})}
+            for s, loss in zip(r["steps"], r["losses"], strict=True)
+        )
+        summary = {k: r[k] for k in ("final_val_loss", "tokens_per_s", "wall_s")}
+        runs.append(Run(name=label, path=path.parent, steps=rows, summary=summary))
+    path.write_text(runs_report_html(runs, title=title), encoding="utf-8")
 
 
 def main() -> None:
@@ -137,7 +122,7 @@ def main() -> None:
         f"{corpus}: byte-level GPT {MODEL['n_layers']}x{MODEL['d_model']} (SwiGLU {MODEL['d_ff']}), "
         f"{args.steps} steps x {args.batch_size * MODEL['seq_len']} tokens, seed {args.seed}"
     )
-    plot(results, out / "convergence.png", title)
+    plot(results, out / "convergence.html", title)
     (out / "results.json").write_text(json.dumps(results))
     meta = {
         "data": corpus,
@@ -147,7 +132,7 @@ def main() -> None:
         "tokens": tokens,
         "threads": torch.get_num_threads(),
         "wall_s": time.perf_counter() - t_start,
-        "plot": str(out / "convergence.png"),
+        "plot": str(out / "convergence.html"),
     }
     if args.json:
         rows = [{k: v for k, v in r.items() if k not in ("steps", "losses", "evals")} for r in results]

@@ -14,7 +14,8 @@ def test_footprint_arithmetic():
 
 
 def test_keynote_energy_ratio_reads_as_power_times_time():
-    # GTC 2024 (hardware.md s2): 8,000 Hopper at 15 MW vs 2,000 Blackwell at 4 MW for 90 days = 3.75x
+    # GTC 2024 keynote (as reported by The Verge, Mar 2024): 8,000 Hopper at 15 MW vs 2,000 Blackwell at
+    # 4 MW for 90 days = 3.75x
     hopper = footprint(gpu_hours=8000 * 90 * 24, it_kW=15e3 / 8000, pue=1.0, grid_g_per_kWh=0.0)
     blackwell = footprint(gpu_hours=2000 * 90 * 24, it_kW=4e3 / 2000, pue=1.0, grid_g_per_kWh=0.0)
     assert hopper.facility_MWh == pytest.approx(32_400.0)

@@ -1,4 +1,4 @@
-"""The owner's and renter's $/GPU-hour: the research notes' worked H100 example from its inputs, the annuity
+"""The owner's and renter's $/GPU-hour: the worked H100 example of docs/cost.md from its inputs, the annuity
 against a loan simulated year by year, and the breakdown's bookkeeping."""
 
 import math
@@ -8,7 +8,7 @@ import pytest
 from tenfold.cost.tco import OwnInputs, annuity_factor, own_cost, own_inputs, rent_prices
 from tenfold.perf.specs.hardware import load_hardware
 
-# shared/research/hardware.md section 3, "A sanity check for the toolkit's formula, H100 at 100% utilisation":
+# the worked H100 example of docs/cost.md, each input from a public source (data/cost/defaults.toml):
 # $50k over 4 yr at 11 %, 1.3 kW IT, $185/kW-month, PUE 1.3, $0.08/kWh -> ~$16.1k + ~$2.9k + ~$1.2k per year
 # ~ $20k/yr ~ $2.3/GPU-hour (and ~$1.8 with a 6-yr life). No operations line in that example.
 WORKED = dict(

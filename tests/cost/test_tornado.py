@@ -22,7 +22,8 @@ def test_own_tornado_covers_the_inputs_that_matter_and_points_the_right_way():
     assert not up(bars["life_years"]) and not up(bars["utilisation"]) and not up(bars["mfu"])
     swings = [b.swing_usd for b in t.bars]
     assert swings == sorted(swings, reverse=True)
-    # capex, utilisation and life dominate; energy is a small share of owner TCO (hardware.md s3)
+    # capex, utilisation and life dominate; energy is a small share of owner TCO (2-6 % of amortised cost in
+    # Epoch AI's Cottier et al., arXiv 2405.21015)
     assert bars["capex"].swing_usd > 3 * bars["electricity_usd_per_kWh"].swing_usd
     assert bars["pue"].cost_at_high_usd == pytest.approx(
         owned_job_cost(

@@ -23,7 +23,14 @@ from tenfold.report import (
 )
 from tenfold.report.charts import throughput_at
 from tenfold.report.compare import comparison_charts, comparison_report_html
-from tenfold.report.runs import load_runs, loss_chart, run_charts, runs_report_html, smooth
+from tenfold.report.runs import (
+    load_runs,
+    loss_chart,
+    run_charts,
+    runs_report_html,
+    smooth,
+    sqnr_heatmap_chart,
+)
 
 
 def charts_in(html: str) -> list[dict]:
@@ -219,3 +226,13 @@ def test_dynamic_range_heatmap(tmp_path):
     assert trace["z"] == [[-20.0, -20.0], [2.0, 2.0]]
     assert "2^-20.0 to 2^2.0 (22.0 octaves)" in heat.reading
     assert "most underflow: blocks.0.ffn dgrad.dy (step 3) at 12.50%" in heat.reading
+
+
+def test_sqnr_heatmap_chart_leaves_nan_cells_blank():
+    nan = float("nan")
+    chart = sqnr_heatmap_chart(["a", "b"], [0, 10], [[30.0, 25.0], [nan, 18.0]])
+    assert_valid(chart)
+    assert chart.to_dict()["figure"]["data"][0]["z"] == [[30.0, 25.0], [None, 18.0]]
+    assert "lowest SQNR 18.0 dB (b at step 10), highest 30.0 dB" in chart.reading
+    with pytest.raises(ValueError, match="no records"):
+        sqnr_heatmap_chart([], [], [])

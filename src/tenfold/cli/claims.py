@@ -1,4 +1,4 @@
-"""`tenfold claims`: NVIDIA's 4x training and 30x inference claims reproduced and decomposed, the seed's
+"""`tenfold claims`: NVIDIA's 4x training and 30x inference claims reproduced and decomposed, the article's
 estimate checked, and the model's speedups beside measured Megatron-Bridge pairs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli._perf_common import print_json
+from tenfold.cli.output import print_json
 from tenfold.cost.claims.nvidia import ClaimsReport, Decomposition, check_claims
 
 
@@ -57,16 +57,16 @@ def print_claims(r: ClaimsReport, console: Console) -> None:
         for a, b, c, d in inf.sweep:
             sw.add_row(f"{a:g}", f"{b:,.2f}", f"{c:,.2f}", f"{d:.1f}x")
         console.print(sw)
-    seed = Table(
-        title=f"The seed's estimate (B200 vs H100) on {r.seed.num_gpus:,} GPUs",
+    article = Table(
+        title=f"The article's estimate (B200 vs H100) on {r.article.num_gpus:,} GPUs",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
     for col in ("statement", "implies", "held fixed", "the model gives", "verdict"):
-        seed.add_column(col)
-    for c in r.seed.checks:
-        seed.add_row(c.statement, c.implies, c.held_fixed, c.model, c.verdict)
-    console.print(seed)
+        article.add_column(col)
+    for c in r.article.checks:
+        article.add_row(c.statement, c.implies, c.held_fixed, c.model, c.verdict)
+    console.print(article)
     m = Table(
         title="Per-GPU training speedup over H100: model vs measured (Megatron-Bridge)",
         title_justify="left",
@@ -83,7 +83,7 @@ def claims(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Reproduce NVIDIA's GB200 NVL72 claims (4x training, 30x inference) under their stated conditions,
-    split each into per-GPU spec, precision, scale-up domain and utilisation; check the seed's estimate
+    split each into per-GPU spec, precision, scale-up domain and utilisation; check the article's estimate
     (4x, 3 months -> 3 weeks, 60 % of the GPUs); set the model's speedups beside measured ones.
 
     Example: tenfold claims --json > claims.json

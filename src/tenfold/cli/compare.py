@@ -9,14 +9,17 @@ from pathlib import Path
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli._perf_common import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
 from tenfold.cost.compare import compare_default, compare_training
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.results import Comparison, ComparisonSet
 from tenfold.cost.workloads import DEFAULT_GPUS, CostSettings, ServingWorkload, TrainingWorkload
+from tenfold.perf.errors import Infeasible
+from tenfold.report.compare import comparison_rows
 
 OWN_OPTION = typer.Option([], "--own", help="owner input KEY=VALUE (pue=1.3, life_years=6, ...)")
 PRICE_OPTION = typer.Option([], "--price", help="GPU:KEY=VALUE (gb200:reserved_usd_h=5.5; capex_usd, it_kW)")
@@ -66,42 +69,15 @@ def parse_prices(items: list[str]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _f(x: float, spec: str) -> str:
-    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
-
-
 def comparison_table(c: Comparison) -> Table:
-    """The side-by-side table of one comparison."""
-    serving = c.kind == "serving"
+    """The side-by-side table of one comparison (the report's cells, `comparison_rows`, without the plan
+    column: the plans are printed under the table); headers wrap at spaces to keep it narrow."""
+    columns, rows = comparison_rows(c)
     t = Table(title=c.title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
-    cols = ["GPU", "prec", "GPUs", "days", "MFU" if not serving else "tok/s\n/GPU", "GPU-h", "rent\n$M"]
-    cols += ["own\n$M", "MWh", "tCO2", "speed\n-up", "rent\ncost", "own\ncost"]
-    if serving:
-        cols += ["rent\n$/Mtok"]
-    for i, col in enumerate(cols):
-        t.add_column(col, justify="left" if i < 2 else "right", no_wrap=True)
-    for d in c.summary():
-        if not d["feasible"]:
-            t.add_row(d["hardware"], "-", *["-"] * (len(cols) - 3), f"[red]{d['reason'][:60]}[/red]")
-            continue
-        row = [
-            d["hardware"],
-            d["precision"],
-            f"{d['num_gpus']:,}",
-            _f(d["days"], ",.1f"),
-            _f(d["mfu"], ".0%") if not serving else _f(d["tokens_per_s_per_gpu"], ",.0f"),
-            _f(d["gpu_hours"] / 1e6, ",.2f") + "M",
-            _f(d["rent_usd"] / 1e6, ",.1f"),
-            _f(d["own_usd"] / 1e6, ",.1f"),
-            _f(d["facility_MWh"], ",.0f"),
-            _f(d["co2_t"], ",.0f"),
-            _f(d["speedup"], ".2f") + "x",
-            _f(d["rent_cost_ratio"], ".2f") + "x",
-            _f(d["own_cost_ratio"], ".2f") + "x",
-        ]
-        if serving:
-            row.append(_f(d["rent_usd_per_m_tokens"], ",.3f"))
-        t.add_row(*row)
+    for i, col in enumerate(columns[:-1]):
+        t.add_column(col.replace(" ", "\n"), justify="left" if i < 2 else "right", no_wrap=True)
+    for r in rows:
+        t.add_row(*r[:-1])
     return t
 
 
@@ -110,6 +86,8 @@ def print_comparison(c: Comparison, console: Console, tornado: bool = False) -> 
     for d in c.summary():
         if d["feasible"]:
             console.print(f"  {d['hardware']}: {d['plan']}", style="dim")
+        else:
+            console.print(f"  {d['hardware']}: [red]no plan: {escape(d['reason'])}[/red]")
     if c.kind == "serving":
         how = f"speedup = tok/s/GPU / {c.baseline}'s at the same interactivity; cost = $/M tokens ratio"
     elif c.mode == "fixed":
@@ -170,7 +148,7 @@ def compare(
 ) -> None:
     """Compare GPUs on one workload: GPUs, days, MFU, GPU-hours, rent and own cost, MWh, tCO2, ratios.
 
-    With no workload it runs the embedded default: the seed's GPT-MoE-1.8T (13T tokens, 8,192 GPUs) and
+    With no workload it runs the embedded default: the article's GPT-MoE-1.8T (13T tokens, 8,192 GPUs) and
     Llama 3.1 405B (15.6T tokens, 16,384 GPUs) on h100-sxm, h200, b200, gb200, gb300.
 
     Examples: tenfold compare;  tenfold compare -m llama3-70b --tokens 15T --deadline-days 30;
@@ -242,6 +220,8 @@ def compare(
                 )
     except ValueError as exc:
         raise fail(str(exc)) from exc
+    except Infeasible as exc:  # the serving search found nothing that runs
+        raise fail(f"infeasible: {exc}", EXIT_INFEASIBLE) from exc
     if report is not None:
         from tenfold.report.compare import write_comparison_report
 

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
-from tenfold.cli._perf_common import (
-    EXIT_INFEASIBLE,
-    curve_table,
-    estimate_tables,
-    fail,
-    inference_tables,
-    print_json,
-)
+from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
 from tenfold.perf import Deployment, estimate_inference, inference_curve
-from tenfold.perf.training.estimate import estimate_training
+from tenfold.perf.errors import Infeasible
+from tenfold.perf.serving.results import InferenceCurve, InferenceEstimate
+from tenfold.perf.training.estimate import TrainingEstimate, estimate_training
 from tenfold.perf.training.layout import Layout
+from tenfold.report.format import fmt_number
 
 app = typer.Typer(help="Estimate one training plan or one serving configuration.", no_args_is_help=True)
 
@@ -143,6 +140,8 @@ def infer(
         points = inference_curve(model, gpu, dep, **kw) if curve and est.feasible else None
     except ValueError as exc:
         raise fail(str(exc)) from None
+    except Infeasible as exc:  # the curve found no concurrency at which the configuration runs
+        raise fail(f"infeasible: {exc}", EXIT_INFEASIBLE) from None
     if as_json:
         d = est.to_dict()
         if points is not None:
@@ -158,3 +157,152 @@ def infer(
             console.print(f"[yellow]note:[/yellow] {note}")
     if not est.feasible:
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def estimate_tables(e: TrainingEstimate) -> list[Table]:
+    """Summary, step-time breakdown and memory tables for one estimate."""
+    head = Table(
+        title=f"{e.model} on {e.num_gpus} x {e.hardware}: {e.layout.describe()} ({e.precision}, {e.software})"
+    )
+    for col in (
+        "step s",
+        "tokens/s/GPU",
+        "model TFLOP/s/GPU",
+        "MFU (bf16 peak)",
+        f"MFU ({e.precision} peak)",
+        "feasible",
+    ):
+        head.add_column(col, justify="right")
+    head.add_row(
+        fmt_number(e.step_time_s, ".3f"),
+        fmt_number(e.tokens_per_s_per_gpu, ",.0f"),
+        fmt_number(e.model_tflops_per_gpu, ",.0f"),
+        fmt_number(e.mfu_bf16, ".1%"),
+        fmt_number(e.mfu_precision, ".1%"),
+        "yes" if e.feasible else f"[red]no[/red]: {e.reason}",
+    )
+    tables = [head]
+    if e.breakdown is not None:
+        bd = Table(title="step time (exposed seconds per step)")
+        bd.add_column("part")
+        bd.add_column("seconds", justify="right")
+        bd.add_column("share", justify="right")
+        names = ("compute", "tp", "cp", "ep", "pp", "fsdp", "bubble", "dp", "optimizer")
+        labels = (
+            "compute (incl. recompute)",
+            "tensor-parallel comm",
+            "context-parallel comm",
+            "expert all-to-all",
+            "pipeline p2p",
+            "FSDP gathers",
+            "pipeline bubble",
+            "data-parallel comm",
+            "optimizer step",
+        )
+        for n, label in zip(names, labels, strict=True):
+            v = getattr(e.breakdown, f"{n}_s")
+            bd.add_row(label, fmt_number(v, ".3f"), fmt_number(v / e.step_time_s, ".1%"))
+        bd.add_row(
+            "  of which recompute",
+            fmt_number(e.breakdown.recompute_s, ".3f"),
+            fmt_number(e.breakdown.recompute_s / e.step_time_s, ".1%"),
+        )
+        tables.append(bd)
+    if e.memory is not None:
+        mt = Table(title="memory per GPU (busiest stage)")
+        mt.add_column("part")
+        mt.add_column("GiB", justify="right")
+        for n in ("weights", "grads", "optimizer", "activations", "other", "total", "capacity"):
+            mt.add_row(n, fmt_number(getattr(e.memory, f"{n}_GiB"), ".1f"))
+        tables.append(mt)
+    return tables
+
+
+def inference_tables(e: InferenceEstimate) -> list[Table]:
+    """Summary, step-time breakdown and memory tables for one serving estimate."""
+    head = Table(
+        title=f"{e.model} on {e.num_gpus} x {e.hardware}: {e.deployment.describe()}, weights {e.precision} "
+        f"(GEMM inputs {e.activations}, attention {e.attention_precision}), KV {e.kv_precision}, "
+        f"{e.engine}, ISL {e.input_len} / OSL {e.output_len}"
+    )
+    cols = (
+        "concurrency",
+        "batch/rank",
+        "TTFT ms",
+        "TPOT ms",
+        "out tok/s/GPU",
+        "in+out tok/s/GPU",
+        "out tok/s/user",
+        "$/M out tok",
+        "$/M in+out tok",
+        "feasible",
+    )
+    for col in cols:
+        head.add_column(col, justify="right")
+    head.add_row(
+        str(e.concurrency),
+        f"{e.batch_per_rank} of {e.capacity // max(e.deployment.dp, 1)}" if e.feasible else "-",
+        fmt_number(e.ttft_s * 1e3, ",.1f"),
+        fmt_number(e.tpot_s * 1e3, ".2f"),
+        fmt_number(e.output_tokens_per_s_per_gpu, ",.0f"),
+        fmt_number(e.total_tokens_per_s_per_gpu, ",.0f"),
+        fmt_number(e.output_tokens_per_s_per_user, ",.1f"),
+        fmt_number(e.usd_per_m_output_tokens, ".3f"),
+        fmt_number(e.usd_per_m_total_tokens, ".3f"),
+        f"yes (batch limit: {e.limited_by})" if e.feasible else f"[red]no[/red]: {e.reason}",
+    )
+    tables = [head]
+    if e.breakdown is not None:
+        bd = Table(title="one engine step on one GPU (decode + prefill tokens)")
+        bd.add_column("part")
+        bd.add_column("ms", justify="right")
+        bd.add_column("share", justify="right")
+        labels = {
+            "attn_proj": "attention projections",
+            "attention": "attention (KV read / prefill)",
+            "ffn": "FFN / experts",
+            "tp": "TP all-reduce",
+            "ep": "EP exchange",
+            "head": "output head",
+            "draft": "MTP draft passes",
+            "overhead": "kernel + step overhead",
+        }
+        for k, label in labels.items():
+            v = getattr(e.breakdown, f"{k}_s")
+            bd.add_row(label, fmt_number(v * 1e3, ".2f"), fmt_number(v / e.breakdown.step_s, ".1%"))
+        bd.add_row("step", fmt_number(e.breakdown.step_s * 1e3, ".2f"), "100.0%")
+        tables.append(bd)
+    mt = Table(title="memory per GPU")
+    mt.add_column("part")
+    mt.add_column("GiB", justify="right")
+    for label, v in (
+        ("weights", e.weights_GiB),
+        ("workspace (runtime + activations + logits)", e.workspace_GiB),
+        ("KV-cache budget", e.kv_budget_GiB),
+        ("KV per sequence (reserved)", e.kv_per_sequence_GiB),
+        ("capacity", e.capacity_GiB),
+    ):
+        mt.add_row(label, fmt_number(v, ".2f"))
+    tables.append(mt)
+    return tables
+
+
+def curve_table(c: InferenceCurve) -> Table:
+    """The throughput-versus-interactivity curve as rows (concurrency ascending)."""
+    t = Table(
+        title=f"throughput vs interactivity: {c.model} on {c.hardware} {c.deployment.describe()} "
+        f"({c.precision}, KV {c.kv_precision}); capacity {c.capacity} sequences"
+    )
+    for col in ("concurrency", "out tok/s/user", "out tok/s/GPU", "TTFT ms", "TPOT ms", "$/M out tok", ""):
+        t.add_column(col, justify="right")
+    for p in c.points:
+        t.add_row(
+            str(p.concurrency),
+            fmt_number(p.output_tokens_per_s_per_user, ",.1f"),
+            fmt_number(p.output_tokens_per_s_per_gpu, ",.0f"),
+            fmt_number(p.ttft_s * 1e3, ",.1f"),
+            fmt_number(p.tpot_s * 1e3, ".2f"),
+            fmt_number(p.usd_per_m_output_tokens, ".3f"),
+            "queued" if p.saturated else "",
+        )
+    return t

@@ -12,8 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli._perf_common import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
 from tenfold.cost.fleet import FleetPlan, Plan, load_fleet, plan_fleet
+from tenfold.perf.errors import Infeasible
 
 app = typer.Typer(help="Plan a fleet of GPU pools.", no_args_is_help=True)
 FILE_ARGUMENT = typer.Argument(..., help="fleet TOML: [[pool]] and [[job]] tables (see examples/fleet.toml)")
@@ -88,6 +89,8 @@ def plan(
             result = plan_fleet(spec, progress=lambda d, t: bar.update(task, completed=d, total=t))
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from exc
+    except Infeasible as exc:  # the serving search found nothing that runs
+        raise fail(f"infeasible: {exc}", EXIT_INFEASIBLE) from exc
     if as_json:
         print_json(result.to_dict())
     else:

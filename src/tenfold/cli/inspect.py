@@ -14,26 +14,44 @@ def inspect(
     run_dir: str = typer.Argument(..., help="a run folder written by `tenfold train` with telemetry on"),
     top: int = typer.Option(20, help="rows to print (most at risk first); 0: all"),
     what_if: bool = typer.Option(False, "--what-if", help="rank the what-if recipes' figures instead"),
-    heatmap: str | None = typer.Option(None, help="heat-map PNG (default: RUN_DIR/telemetry_heatmap.png)"),
+    heatmap: str | None = typer.Option(
+        None, help="heat-map, a self-contained HTML page (default: RUN_DIR/telemetry_heatmap.html)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the table as JSON"),
 ) -> None:
-    """Rank layers by risk (clipped + underflowed fraction, then lowest SQNR) and write a heat-map.
+    """Rank layers by risk (clipped + underflowed fraction, then lowest SQNR) and write a heat-map (HTML,
+    Plotly inlined: opens without a network).
 
     Example: tenfold train --recipe nvfp4 --steps 200 --out runs && tenfold inspect runs/nvfp4
     """
-    from tenfold.engine.telemetry.risk import load_records, plot_heatmap, risk_table, rows_to_dicts
+    from tenfold.engine.telemetry.risk import heatmap_grid, load_records, risk_table, rows_to_dicts
+    from tenfold.report.page import write_html
+    from tenfold.report.runs import sqnr_heatmap_chart
 
     if top < 0:
         raise typer.BadParameter(f"top must be >= 0, got {top}")
+    page = Path(heatmap) if heatmap else Path(run_dir) / "telemetry_heatmap.html"
+    if page.suffix.lower() not in (".html", ".htm"):
+        raise typer.BadParameter(
+            f"--heatmap {heatmap}: the heat-map is a self-contained HTML page (Plotly), no longer a PNG; "
+            "give a path ending in .html"
+        )
     try:
         records = load_records(run_dir)
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
     rows = risk_table(records, what_if=what_if)
-    png = plot_heatmap(records, heatmap or Path(run_dir) / "telemetry_heatmap.png")
+    layers, steps, grid = heatmap_grid(records)
+    try:
+        chart = sqnr_heatmap_chart(layers, steps, grid)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    page = write_html(
+        page, title=f"Telemetry of {run_dir}", subtitle=f"{len(records)} records", charts=[chart]
+    )
     shown = rows if top == 0 else rows[:top]
     if as_json:
-        typer.echo(json.dumps({"rows": rows_to_dicts(shown), "heatmap": str(png), "total_rows": len(rows)}))
+        typer.echo(json.dumps({"rows": rows_to_dicts(shown), "heatmap": str(page), "total_rows": len(rows)}))
         return
     t = Table(title=f"{run_dir}: operands by risk ({len(shown)} of {len(rows)})")
     for col in ("layer", "gemm.tensor", "recipe", "clipped max", "underflow max", "SQNR min dB", "amax"):
@@ -52,4 +70,4 @@ def inspect(
         )
     console = Console(width=max(Console().width, 130))
     console.print(t)
-    console.print(f"heat-map: {png}")
+    console.print(f"heat-map: {page}")

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli._perf_common import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
 from tenfold.perf.training.search import search_training
 
 app = typer.Typer(help="Search parallel layouts (training now; inference later).", no_args_is_help=True)

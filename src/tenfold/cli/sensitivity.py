@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+if TYPE_CHECKING:  # the engine needs torch: imported inside the command only
+    from tenfold.engine.autoprecision.policy import PrecisionPolicy
+    from tenfold.engine.autoprecision.sensitivity import SensitivityTable
 
 
 def sensitivity(
@@ -110,6 +115,18 @@ def sensitivity(
             out["policy"] = {"path": str(path), "layers": pol.layers, "meta": pol.meta}
         typer.echo(json.dumps(out))
         return
+    print_sensitivity(table, run_dir, top, cfg.tokens_per_step, pol, path)
+
+
+def print_sensitivity(
+    table: SensitivityTable,
+    run_dir: str,
+    top: int,
+    tokens_per_step: int,
+    pol: PrecisionPolicy | None,
+    path: Path | None,
+) -> None:
+    """The ranked layers as a table, the base loss, and the policy written (when one was)."""
     shown = table.cells(top or None)
     t = Table(title=f"{run_dir}: layers by loss increase ({len(shown)} of {len(table.rows)} rows)")
     for col in (
@@ -129,7 +146,7 @@ def sensitivity(
     out_console = Console(width=max(Console().width, 110))
     out_console.print(t)
     out_console.print(
-        f"base loss {table.base_loss:.5f} over {table.n_batches} batches of {cfg.tokens_per_step} tokens"
+        f"base loss {table.base_loss:.5f} over {table.n_batches} batches of {tokens_per_step} tokens"
     )
     if pol is not None:
         m = pol.meta

@@ -7,7 +7,7 @@ import json
 import typer
 from rich.console import Console
 
-from tenfold.cli._perf_common import fail
+from tenfold.cli.output import fail
 
 
 def serve(

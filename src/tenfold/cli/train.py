@@ -17,6 +17,7 @@ RECIPE_HELP = (
     "nvfp4_no_rht, nvfp4_no_sr, nvfp4_no_2d, nvfp4_no_hp_layers, mxfp4"
 )
 SIZE_HELP = "model size: tiny, small, base"
+PLOT_NAME = "loss.html"  # loss curves, the runs table and the telemetry heat-map (tenfold.report.runs)
 
 
 def train(
@@ -48,7 +49,8 @@ def train(
     out: str = typer.Option("runs", help="output folder (a subfolder per recipe)"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON (no progress bar)"),
 ) -> None:
-    """Train a small GPT (pre-norm, SwiGLU, RoPE) on bytes with a recipe; write metrics and a loss plot.
+    """Train a small GPT (pre-norm, SwiGLU, RoPE) on bytes with a recipe; write metrics and a loss plot
+    (loss.html: the `tenfold report` page of this run).
 
     Example: tenfold train --recipe nvfp4 --steps 300 --model tiny --out runs
 
@@ -58,7 +60,8 @@ def train(
     import torch
 
     from tenfold.engine.telemetry.recorder import Recorder
-    from tenfold.train import TrainConfig, Trainer, plot_loss_curves, write_metrics
+    from tenfold.report.runs import load_run, runs_report_html
+    from tenfold.train import TrainConfig, Trainer, write_metrics
     from tenfold.train.trainer import WEIGHTS_NAME
 
     try:
@@ -116,13 +119,6 @@ def train(
         recorder.close()
     write_metrics([*result.steps], run_dir / "metrics.jsonl")
     trainer.save_weights(run_dir / WEIGHTS_NAME)
-    plot_loss_curves(
-        {name: ([r["step"] for r in result.steps], [r["loss"] for r in result.steps])},
-        run_dir / "loss.png",
-        title=f"{name}: {cfg.model} GPT, {cfg.tokens_per_step} tokens/step",
-        val={name: ([e["step"] for e in result.evals], [e["val_loss"] for e in result.evals])},
-        smoothing=max(1, min(20, steps // 10)),
-    )
     summary = {
         **result.summary(),
         "conversion": result.conversion.to_dict(),
@@ -130,7 +126,7 @@ def train(
             k: str(run_dir / f)
             for k, f in (
                 ("metrics", "metrics.jsonl"),
-                ("plot", "loss.png"),
+                ("plot", PLOT_NAME),
                 ("weights", WEIGHTS_NAME),
                 ("telemetry", "telemetry.jsonl"),
             )
@@ -138,9 +134,18 @@ def train(
         },
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    plot_title = f"{name}: {cfg.model} GPT, {cfg.tokens_per_step} tokens/step"
+    (run_dir / PLOT_NAME).write_text(
+        runs_report_html([load_run(run_dir)], title=plot_title), encoding="utf-8"
+    )
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
+    print_summary(summary, name, run_dir)
+
+
+def print_summary(summary: dict, name: str, run_dir: Path) -> None:
+    """The run's summary as a table: final losses, throughput, wall time, layers quantized, outputs."""
     table = Table(title=f"tenfold train: {name}")
     table.add_column("metric")
     table.add_column("value", justify="right")

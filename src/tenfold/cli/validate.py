@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tenfold.cli._perf_common import fail, print_json
+from tenfold.cli.output import fail, print_json
 from tenfold.perf.validation import serving as vi
 from tenfold.perf.validation.training import ValidationReport, default_runs_path, validate_training
 

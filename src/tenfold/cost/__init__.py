@@ -8,10 +8,12 @@ Never imports torch (a test checks it). Public API:
 * `own_tornado`, `rent_tornado`: sensitivity of a job's cost to its inputs
 * `TrainingWorkload`, `ServingWorkload`, `CostSettings`; `compare_training`, `compare_serving` ->
   `Comparison`; `compare_default()` -> `ComparisonSet` (what `tenfold compare` runs with no arguments)
-* `check_claims()` -> `ClaimsReport`; `speedup_checks()` against Megatron-Bridge
+* `check_claims()` -> `ClaimsReport`; `article_claims()` -> `ArticleClaims` (the article's estimate checked);
+  `speedup_checks()` against Megatron-Bridge
 * `FleetSpec`, `load_fleet`, `plan_fleet` -> `FleetPlan`
 """
 
+from tenfold.cost.claims.article import ArticleClaims, article_claims
 from tenfold.cost.claims.nvidia import ClaimsReport, check_claims
 from tenfold.cost.claims.speedups import speedup_checks
 from tenfold.cost.compare import compare_default, compare_training
@@ -25,6 +27,7 @@ from tenfold.cost.tornado import Tornado, own_tornado, rent_tornado
 from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload
 
 __all__ = [
+    "ArticleClaims",
     "ClaimsReport",
     "Comparison",
     "ComparisonSet",
@@ -38,6 +41,7 @@ __all__ = [
     "Tornado",
     "TrainingWorkload",
     "annuity_factor",
+    "article_claims",
     "check_claims",
     "compare_default",
     "compare_serving",

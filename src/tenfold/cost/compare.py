@@ -9,8 +9,8 @@ Blackwell), `search_training` finds the fastest layout that fits in memory. Then
   fastest precision; a bisection finds the smallest count whose run meets the deadline (assumes more GPUs
   never make the run slower, which holds on the ladder for the catalog models).
 
-days = tokens / (tokens/s) / 86400; GPU-hours = GPUs x days x 24; money, energy and carbon come from
-tco.py / energy.py applied to those GPU-hours (`money_for`).
+days = tokens / (tokens/s) / 86400 (`workloads.training_days`); GPU-hours = GPUs x days x 24; money, energy
+and carbon come from tco.py / energy.py applied to those GPU-hours (`money_for`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from tenfold.cost.workloads import (
     TrainingWorkload,
     default_scenario,
     precisions_for,
+    training_days,
 )
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 from tenfold.perf.specs.models import load_model
@@ -105,8 +106,12 @@ def gpu_ladder(max_gpus: int, min_gpus: int = 8, steps: tuple[float, ...] = (1.0
     return sorted(out)
 
 
-def _best_at(w: TrainingWorkload, hw: Hardware, n: int, precisions: tuple[str, ...], tick) -> tuple:
-    """(best estimate or None, options) over the precisions at n GPUs."""
+def best_training_at(
+    w: TrainingWorkload, hw: Hardware, n: int, precisions: tuple[str, ...], tick: Callable[[], None]
+) -> tuple[TrainingEstimate | None, tuple[PrecisionOption, ...]]:
+    """The fastest plan of `w` on `n` GPUs of `hw` over `precisions` (the best layout of each by
+    `search_training`), or None when none fits, and one option per precision saying what it gave;
+    `tick()` is called after each search. The fleet planner prices the same plans per pool."""
     options, best = [], None
     for p in precisions:
         r = search_training(
@@ -122,7 +127,7 @@ def _best_at(w: TrainingWorkload, hw: Hardware, n: int, precisions: tuple[str, .
         tick()
         if r.top:
             e = r.top[0]
-            days = w.tokens / e.tokens_per_s / 86400.0
+            days = training_days(w.tokens, e.tokens_per_s)
             options.append(
                 PrecisionOption(
                     precision=p,
@@ -153,7 +158,7 @@ def _best_at(w: TrainingWorkload, hw: Hardware, n: int, precisions: tuple[str, .
 
 
 def _row(w, hw, est: TrainingEstimate, options, settings, defaults) -> TrainingRow:
-    days = w.tokens / est.tokens_per_s / 86400.0
+    days = training_days(w.tokens, est.tokens_per_s)
     gpu_hours = est.num_gpus * days * 24.0
     return TrainingRow(
         hardware=hw.name,
@@ -195,7 +200,7 @@ def _train_one(w, hw, precisions, num_gpus, deadline_days, ladder, settings, def
     if not precisions:
         return _no_row(hw, f"{hw.name} supports none of the requested precisions")
     if num_gpus is not None:
-        best, options = _best_at(w, hw, num_gpus, precisions, tick)
+        best, options = best_training_at(w, hw, num_gpus, precisions, tick)
         if best is None:
             return _no_row(hw, f"no layout of {num_gpus} {hw.name} fits in any precision", options)
         return _row(w, hw, best, options, settings, defaults)
@@ -203,19 +208,19 @@ def _train_one(w, hw, precisions, num_gpus, deadline_days, ladder, settings, def
 
     def at(i: int) -> tuple:
         if i not in cache:
-            cache[i] = _best_at(w, hw, ladder[i], precisions, tick)
+            cache[i] = best_training_at(w, hw, ladder[i], precisions, tick)
         return cache[i]
 
     def meets(i: int) -> bool:
         best = at(i)[0]
-        return best is not None and w.tokens / best.tokens_per_s / 86400.0 <= deadline_days
+        return best is not None and training_days(w.tokens, best.tokens_per_s) <= deadline_days
 
     hi = len(ladder) - 1
     if not meets(hi):
         best, options = at(hi)
         if best is None:
             return _no_row(hw, f"no layout of {ladder[hi]:,} {hw.name} fits", options)
-        days = w.tokens / best.tokens_per_s / 86400.0
+        days = training_days(w.tokens, best.tokens_per_s)
         return _no_row(
             hw,
             f"even {ladder[hi]:,} GPUs take {days:,.1f} days > the {deadline_days:g}-day deadline",
@@ -337,7 +342,7 @@ def compare_default(
     defaults: CostDefaults | None = None,
     progress: Progress = None,
 ) -> ComparisonSet:
-    """The embedded default (`tenfold compare` with no workload): the seed's GPT-MoE-1.8T pre-training
+    """The embedded default (`tenfold compare` with no workload): the article's GPT-MoE-1.8T pre-training
     and Llama 3.1 405B, each at its scenario's GPU count, across `gpus` (workloads.default_scenario)."""
     t0 = time.perf_counter()
     scenario = default_scenario()
@@ -361,7 +366,7 @@ def compare_default(
             )
         )
     return ComparisonSet(
-        title="The Blackwell question: the seed's GPT-MoE-1.8T and Llama 3.1 405B pre-training",
+        title="The Blackwell question: the article's GPT-MoE-1.8T and Llama 3.1 405B pre-training",
         comparisons=tuple(out),
         elapsed_s=time.perf_counter() - t0,
     )

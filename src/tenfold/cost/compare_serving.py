@@ -12,17 +12,36 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from tenfold.cost.compare import Progress, money_for
 from tenfold.cost.defaults import CostDefaults, load_cost_defaults
 from tenfold.cost.results import NAN, Comparison, ServingOption, ServingRow
-from tenfold.cost.workloads import DEFAULT_GPUS, CostSettings, ServingWorkload, precisions_for
+from tenfold.cost.workloads import (
+    DEFAULT_GPUS,
+    SECONDS_PER_DAY,
+    CostSettings,
+    ServingWorkload,
+    precisions_for,
+)
 from tenfold.perf.serving.search import search_inference
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 
 
-def _serve_one(w: ServingWorkload, hw: Hardware, precisions, max_instance_gpus, settings, dfl, tick):
+def best_serving_row(
+    w: ServingWorkload,
+    hw: Hardware,
+    precisions: tuple[str, ...],
+    max_instance_gpus: int,
+    settings: CostSettings,
+    dfl: CostDefaults,
+    tick: Callable[[], None],
+) -> ServingRow:
+    """The serving load `w` on `hw`: the precision whose best deployment (`search_inference`, instances of
+    at most `max_instance_gpus` GPUs) gives the most output tok/s/GPU, the instances that carry the demand
+    and their cost (module docstring); an infeasible row with every precision's reason when none serves.
+    `tick()` is called after each search. The fleet planner prices the same rows per pool."""
     options, best = [], None
     for p in precisions:
         s = search_inference(
@@ -65,7 +84,7 @@ def _serve_one(w: ServingWorkload, hw: Hardware, precisions, max_instance_gpus, 
     instances = math.ceil(w.output_tokens_per_s / per_instance)
     gpus = instances * best.instance_gpus
     money = money_for(hw, gpus * 24.0 * w.days, settings, dfl)
-    m_tokens = w.output_tokens_per_s * w.days * 86400.0 / 1e6
+    m_tokens = w.output_tokens_per_s * w.days * SECONDS_PER_DAY / 1e6
     return ServingRow(
         hardware=hw.name,
         display_name=hw.display_name,
@@ -120,7 +139,7 @@ def compare_serving(
             progress(done[0], steps)
 
     rows = [
-        _serve_one(workload, h, p, max_instance_gpus, settings, dfl, tick)
+        best_serving_row(workload, h, p, max_instance_gpus, settings, dfl, tick)
         for h, p in zip(hws, per, strict=True)
     ]
     base = next((r for r in rows if r.hardware == baseline and r.feasible), None)

@@ -4,8 +4,9 @@
     CO2 [t]          = E_facility [MWh] x grid [g/kWh] / 1000        (1 MWh = 1000 kWh, 1 t = 1e6 g)
 
 P_it is the IT power of a working GPU (tco.OwnInputs.it_kW: server share incl. host and network). The grid
-intensity is applied at the facility meter (hardware.md section 4: apply it to IT x PUE); embodied carbon of
-the hardware is not included (not researched).
+intensity is applied at the facility meter (IT x PUE: the grid supplies the cooling and power conversion too;
+the EIA's figure, https://www.eia.gov/tools/faqs/faq.php?id=74, is per kWh generated); embodied carbon of the
+hardware is not included (not researched).
 """
 
 from __future__ import annotations

@@ -30,11 +30,17 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from tenfold.cost.compare import _best_at
-from tenfold.cost.compare_serving import _serve_one
+from tenfold.cost.compare import best_training_at
+from tenfold.cost.compare_serving import best_serving_row
 from tenfold.cost.defaults import CostDefaults, load_cost_defaults
 from tenfold.cost.tco import own_cost, own_inputs, rent_prices
-from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload, precisions_for
+from tenfold.cost.workloads import (
+    CostSettings,
+    ServingWorkload,
+    TrainingWorkload,
+    precisions_for,
+    training_days,
+)
 from tenfold.perf.specs.catalog import read_toml
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 
@@ -221,7 +227,7 @@ def job_options(
     if not math.isfinite(price):
         return [], f"no {pool.basis} price for {pool.gpu} (set usd_per_gpu_hour)"
     if isinstance(w, ServingWorkload):
-        row = _serve_one(w, hw, precisions, min(pool.count, 128), CostSettings(), defaults, tick)
+        row = best_serving_row(w, hw, precisions, min(pool.count, 128), CostSettings(), defaults, tick)
         if not row.feasible:
             return [], row.reason
         if row.num_gpus > pool.count:
@@ -240,10 +246,10 @@ def job_options(
         ], ""
     out, best_days = [], math.inf
     for n in reversed(counts_for(pool.count, spec.min_gpus)):  # largest first: stop once too slow
-        est, _ = _best_at(w, hw, n, precisions, tick)
+        est, _ = best_training_at(w, hw, n, precisions, tick)
         if est is None:
             continue
-        days = w.tokens / est.tokens_per_s / 86400.0
+        days = training_days(w.tokens, est.tokens_per_s)
         best_days = min(best_days, days)
         if days > job.deadline_days:
             break

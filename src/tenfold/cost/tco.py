@@ -1,6 +1,6 @@
 """Cost of a GPU-hour, rented or owned, with its breakdown.
 
-Own (per GPU, per year; hardware.md section 3's worked example is this formula at u = 1, ops = 0):
+Own (per GPU, per year; docs/cost.md's worked H100 example is this formula at u = 1, ops = 0):
 
     capital     = capex x a(r, n),   a(r, n) = r / (1 - (1 + r)^-n)   (annuity: equal yearly payments that
                                                                        repay capex and interest over n years)

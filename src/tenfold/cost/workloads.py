@@ -30,6 +30,15 @@ def precisions_for(hw: Hardware, allowed: tuple[str, ...] | None = None) -> tupl
     return tuple(p for p in base if not check_supported(get_precision(p), hw))
 
 
+SECONDS_PER_DAY = 86400.0
+
+
+def training_days(tokens: float, tokens_per_s: float) -> float:
+    """Wall-clock days to train on `tokens` at a whole-cluster rate of `tokens_per_s`:
+    days = tokens / (tokens/s) / 86,400 s per day."""
+    return tokens / tokens_per_s / SECONDS_PER_DAY
+
+
 def _positive(name: str, v: float) -> None:
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be a positive number, got {v!r}")
@@ -140,7 +149,7 @@ class CostSettings:
         }
 
 
-# ---- the embedded default: the seed's scenario plus Llama 3.1 405B -------------------------------
+# ---- the embedded default: the article's scenario plus Llama 3.1 405B -------------------------------
 GPT_MOE_TOKENS_SOURCE = (
     "~13T tokens, 8K pre-training context and a batch ramped to ~60M tokens (here 8,192 x 8,192 = 67M): "
     "SemiAnalysis's July 2023 GPT-4 description that the catalog's GPT-MoE-1.8T shape follows, as "
@@ -161,7 +170,7 @@ def default_scenario() -> tuple[tuple[TrainingWorkload, int], ...]:
                 tokens=13e12,
                 seq_len=8192,
                 global_batch=8192,
-                label="GPT-MoE-1.8T pre-training (the seed's scenario)",
+                label="GPT-MoE-1.8T pre-training (the article's scenario)",
                 source=GPT_MOE_TOKENS_SOURCE,
             ),
             8192,

@@ -20,22 +20,20 @@ from tenfold.report.charts import (
     training_breakdown_chart,
     training_memory_chart,
 )
+from tenfold.report.format import fmt_number, usd
 from tenfold.report.page import Chart, HtmlTable, render_html
 
 RENT_COLOR, OWN_COLOR = "#e0894a", "#3b6fb6"
-# the serving outlook drawn for a training comparison: NVIDIA's 30x-claim interactivity (20 tok/s per user)
-# at a 1k/1k chat shape and a 5 s TTFT limit (shared/research/inference.md, InferenceMAX's default shape)
+# the serving outlook drawn for a training comparison: NVIDIA's 30x-claim interactivity (20 tok/s per user,
+# https://www.nvidia.com/en-us/data-center/gb200-nvl72/ footnote) and 5 s TTFT limit, at the 1k/1k chat shape
+# of SemiAnalysis InferenceMAX's input/output sets (https://github.com/InferenceMAX/InferenceMAX)
 OUTLOOK = {"input_len": 1024, "output_len": 1024, "min_tokens_per_s_per_user": 20.0, "max_ttft_ms": 5000.0}
 
 
-def _f(x: float | None, spec: str, suffix: str = "") -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
-    return format(x, spec) + suffix
-
-
-def comparison_table(c: Comparison) -> HtmlTable:
-    """The side-by-side numbers of one comparison as an HTML table."""
+def comparison_rows(c: Comparison) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """The side-by-side numbers of one comparison as (column headers, rows of formatted cells): one row per
+    GPU, the plan in the last column, or for a GPU without a plan dashes and the reason there. The HTML
+    report, the web API and `tenfold compare` all render these cells, so they always agree."""
     serving = c.kind == "serving"
     cols = ["GPU", "precision", "GPUs", "days", "tok/s/GPU" if serving else "MFU", "GPU-hours"]
     cols += ["rent $M", "own $M", "MWh", "tCO2", f"speedup vs {c.baseline}", "rent cost", "own cost"]
@@ -50,36 +48,32 @@ def comparison_table(c: Comparison) -> HtmlTable:
             d["hardware"],
             d["precision"],
             f"{d['num_gpus']:,}",
-            _f(d["days"], ",.1f"),
-            _f(d["tokens_per_s_per_gpu"], ",.0f") if serving else _f(d["mfu"], ".1%"),
-            _f(d["gpu_hours"], ",.0f"),
-            _f(d["rent_usd"] / 1e6, ",.2f"),
-            _f(d["own_usd"] / 1e6, ",.2f"),
-            _f(d["facility_MWh"], ",.0f"),
-            _f(d["co2_t"], ",.0f"),
-            _f(d["speedup"], ".2f", "x"),
-            _f(d["rent_cost_ratio"], ".2f", "x"),
-            _f(d["own_cost_ratio"], ".2f", "x"),
+            fmt_number(d["days"], ",.1f"),
+            fmt_number(d["tokens_per_s_per_gpu"], ",.0f") if serving else fmt_number(d["mfu"], ".1%"),
+            fmt_number(d["gpu_hours"], ",.0f"),
+            fmt_number(d["rent_usd"] / 1e6, ",.2f"),
+            fmt_number(d["own_usd"] / 1e6, ",.2f"),
+            fmt_number(d["facility_MWh"], ",.0f"),
+            fmt_number(d["co2_t"], ",.0f"),
+            fmt_number(d["speedup"], ".2f", "x"),
+            fmt_number(d["rent_cost_ratio"], ".2f", "x"),
+            fmt_number(d["own_cost_ratio"], ".2f", "x"),
         ]
         if serving:
-            r.append(_f(d["rent_usd_per_m_tokens"], ",.3f"))
+            r.append(fmt_number(d["rent_usd_per_m_tokens"], ",.3f"))
         rows.append((*r, d["plan"]))
+    return tuple(cols), tuple(rows)
+
+
+def comparison_table(c: Comparison) -> HtmlTable:
+    """The side-by-side numbers of one comparison (`comparison_rows`) as an HTML table with its notes."""
+    columns, rows = comparison_rows(c)
     return HtmlTable(
         caption=c.title,
-        columns=tuple(cols),
-        rows=tuple(tuple(r) for r in rows),
+        columns=columns,
+        rows=rows,
         notes=(*c.notes, f"carbon at {c.grid_g_per_kWh:g} g CO2/kWh"),
     )
-
-
-def usd(x: float) -> str:
-    """$1.2B, $43.5M, $812k, $950: money at a readable scale."""
-    if not math.isfinite(x):
-        return "-"
-    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= scale:
-            return f"${x / scale:,.1f}{unit}"
-    return f"${x:,.0f}"
 
 
 def _money_scale(values: list[float]) -> tuple[float, str]:

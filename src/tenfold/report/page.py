@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from tenfold.report.format import json_clean
+
+# the web app's name for json_clean (tenfold.web imports it from here until it imports json_clean itself)
+clean = json_clean
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,7 +48,12 @@ class Chart:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "title": self.title, "reading": self.reading, "figure": clean(self.figure)}
+        return {
+            "key": self.key,
+            "title": self.title,
+            "reading": self.reading,
+            "figure": json_clean(self.figure),
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,17 +73,6 @@ class HtmlTable:
                 )
 
 
-def clean(x: Any) -> Any:
-    """NaN and infinity are not JSON: write them as null (Plotly leaves a gap)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: clean(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [clean(v) for v in x]
-    return x
-
-
 def plotly_js() -> str:
     """The plotly.js bundle shipped inside the plotly package (no network)."""
     from plotly.offline import get_plotlyjs
@@ -84,7 +82,7 @@ def plotly_js() -> str:
 
 def _script_json(obj: Any) -> str:
     """JSON that is safe inside a <script> element (no `</script>` can close it early)."""
-    return json.dumps(clean(obj), allow_nan=False).replace("</", "<\\/")
+    return json.dumps(json_clean(obj), allow_nan=False).replace("</", "<\\/")
 
 
 CSS = """

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tenfold.jsonl import read_jsonl
 from tenfold.report.charts import layout
+from tenfold.report.format import fmt_number
 from tenfold.report.page import Chart, HtmlTable, render_html
 
 
@@ -38,24 +40,6 @@ class Run:
 TELEMETRY_KEYS = ("step", "layer", "gemm", "tensor", "amax")
 
 
-def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The objects of a JSONL file; ValueError naming the file and line of a malformed one."""
-    rows = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{i}: not JSON ({exc.msg})") from None
-        if not isinstance(row, dict) or any(k not in row for k in required):
-            raise ValueError(f"{path}:{i}: a row needs {', '.join(required)}; got {line[:80]!r}")
-        rows.append(row)
-    if not rows:
-        raise ValueError(f"{path}: no rows")
-    return rows
-
-
 def load_run(path: str | Path) -> Run:
     """One run folder with a metrics.jsonl (and optionally telemetry.jsonl and summary.json)."""
     p = Path(path)
@@ -63,8 +47,12 @@ def load_run(path: str | Path) -> Run:
     if not metrics.is_file():
         raise ValueError(f"{p}: no metrics.jsonl (write one with `tenfold train --out {p.parent}`)")
     rows = read_jsonl(metrics, ("step", "loss"))
+    if not rows:
+        raise ValueError(f"{metrics}: no rows")
     tele = p / "telemetry.jsonl"
     telemetry = read_jsonl(tele, TELEMETRY_KEYS) if tele.is_file() else []
+    if tele.is_file() and not telemetry:
+        raise ValueError(f"{tele}: no rows")
     summary_path = p / "summary.json"
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
     return Run(
@@ -149,12 +137,6 @@ def loss_chart(runs: list[Run], *, key: str = "loss") -> Chart:
     return Chart(key=key, title="Loss curves per recipe (nats per byte)", reading=reading, figure=fig)
 
 
-def _fmt(v: Any, spec: str) -> str:
-    if isinstance(v, int | float) and math.isfinite(v):
-        return format(v, spec)
-    return "-"
-
-
 def runs_table(runs: list[Run]) -> HtmlTable:
     rows = []
     for r in runs:
@@ -164,10 +146,10 @@ def runs_table(runs: list[Run]) -> HtmlTable:
             (
                 r.name,
                 str(len(r.steps)),
-                _fmt(float(r.steps[-1]["loss"]), ".4f"),
-                _fmt(ev[-1][1] if ev else s.get("final_val_loss", math.nan), ".4f"),
-                _fmt(s.get("tokens_per_s", math.nan), ",.0f"),
-                _fmt(s.get("wall_s", math.nan), ",.1f"),
+                fmt_number(float(r.steps[-1]["loss"]), ".4f"),
+                fmt_number(ev[-1][1] if ev else s.get("final_val_loss", math.nan), ".4f"),
+                fmt_number(s.get("tokens_per_s", math.nan), ",.0f"),
+                fmt_number(s.get("wall_s", math.nan), ",.1f"),
                 f"{s.get('converted_layers', '-')} / {s.get('kept_layers', '-')}",
             )
         )
@@ -248,6 +230,53 @@ def dynamic_range_chart(run: Run, *, key: str | None = None) -> Chart:
         title=f"Dynamic range per GEMM operand, {run.name} (log2 of amax)",
         reading=reading,
         figure=fig,
+    )
+
+
+def sqnr_heatmap_chart(
+    layers: list[str], steps: list[int], grid: list[list[float]], *, key: str = "sqnr_heatmap"
+) -> Chart:
+    """Heat-map of the lowest operand SQNR (dB) of each layer (rows) at each sampled step (columns), as
+    `tenfold inspect` writes it: red = least precise; NaN cells (exact, or no record) are left blank.
+    Takes the grid (`engine.telemetry.risk.heatmap_grid`) rather than the records, so that the report
+    never imports the engine."""
+    if not layers:
+        raise ValueError("no records of the training recipe to plot")
+    cells = [
+        (v, layers[i], steps[j])
+        for i, row in enumerate(grid)
+        for j, v in enumerate(row)
+        if isinstance(v, int | float) and math.isfinite(v)
+    ]
+    reading = f"{len(layers)} layers over {len(steps)} sampled steps"
+    if cells:
+        low, layer, step = min(cells)
+        reading += f"; lowest SQNR {low:.1f} dB ({layer} at step {step}), highest {max(cells)[0]:.1f} dB"
+    else:
+        reading += "; every operand exact"
+    fig = {
+        "data": [
+            {
+                "type": "heatmap",
+                "x": [str(s) for s in steps],
+                "y": layers,
+                "z": grid,
+                "colorscale": "RdYlGn",
+                "colorbar": {"title": {"text": "SQNR (dB)"}},
+                "hovertemplate": "%{y}<br>step %{x}<br>lowest SQNR %{z:.1f} dB<extra></extra>",
+            }
+        ],
+        "layout": layout(
+            "Lowest operand SQNR per layer (dB): red = least precise",
+            "training step",
+            "layer",
+            height=max(360, 60 + 18 * len(layers)),
+            yaxis={"autorange": "reversed", "automargin": True, "title": {"text": "layer"}},
+            xaxis={"type": "category", "automargin": True, "title": {"text": "training step"}},
+        ),
+    }
+    return Chart(
+        key=key, title="Lowest operand SQNR per layer and step (dB)", reading=reading + ".", figure=fig
     )
 
 

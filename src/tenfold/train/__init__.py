@@ -3,7 +3,6 @@ low-precision recipe, on a text file or on an embedded corpus (the Python standa
 
 from tenfold.train.data import ByteDataset, load_corpus, stdlib_corpus
 from tenfold.train.model import GPT, MODEL_SIZES, GPTConfig
-from tenfold.train.plot import plot_loss_curves
 from tenfold.train.trainer import TrainConfig, Trainer, TrainResult, load_trained, write_metrics
 
 __all__ = [
@@ -16,7 +15,6 @@ __all__ = [
     "Trainer",
     "load_corpus",
     "load_trained",
-    "plot_loss_curves",
     "stdlib_corpus",
     "write_metrics",
 ]

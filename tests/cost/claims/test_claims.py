@@ -1,4 +1,4 @@
-"""NVIDIA's claims and the seed's estimate (through `tenfold claims --json`, run once), and the model's
+"""NVIDIA's claims and the article's estimate (through `tenfold claims --json`, run once), and the model's
 per-GPU speedups against measured Megatron-Bridge pairs."""
 
 import json
@@ -61,17 +61,17 @@ def test_inference_claim_is_decomposed_and_swept(claims):
     assert ratios[-1] >= ratios[0]
 
 
-def test_seed_statements_and_what_they_hold_fixed(claims):
-    seed = claims["seed"]
-    implied = {c["statement"]: c["implied_speedup"] for c in seed["checks"]}
+def test_article_statements_and_what_they_hold_fixed(claims):
+    article = claims["article"]
+    implied = {c["statement"]: c["implied_speedup"] for c in article["checks"]}
     assert implied["B200 gives 4x the effective compute of H100"] == 4.0
     assert implied["a 3-month run takes 3 weeks"] == pytest.approx(13 / 3)
     assert implied["with 60 % of the GPUs"] == pytest.approx(1 / 0.6)
     assert implied["3 weeks and 60 % of the GPUs together"] == pytest.approx(13 / 3 / 0.6)
-    assert seed["speedup"]["fp8"] == pytest.approx(seed["h100_days"] / seed["b200_days"]["fp8"])
-    assert seed["speedup"]["nvfp4"] > seed["speedup"]["fp8"]
-    n = seed["gpus_for_equal_time"]["fp8"]
-    assert n is None or n <= seed["num_gpus"]
+    assert article["speedup"]["fp8"] == pytest.approx(article["h100_days"] / article["b200_days"]["fp8"])
+    assert article["speedup"]["nvfp4"] > article["speedup"]["fp8"]
+    n = article["gpus_for_equal_time"]["fp8"]
+    assert n is None or n <= article["num_gpus"]
 
 
 def test_gb200_fp8_speedup_within_15_percent_of_megatron_bridge():
@@ -86,5 +86,5 @@ def test_gb200_fp8_speedup_within_15_percent_of_megatron_bridge():
 def test_measured_pairs_in_the_data_file_match_their_runs():
     by = {p.name: p for p in load_speedup_pairs()}
     p = by["Llama 3.1 405B FP8, GB200 vs H100 (25.11)"]
-    assert p.measured == pytest.approx(813 / 292)  # hardware.md s2: 2.78x
+    assert p.measured == pytest.approx(813 / 292)  # Megatron-Bridge 25.11 performance summary: 2.78x
     assert by["Llama 3 70B FP8, GB200 vs H100 (25.11)"].measured == pytest.approx(2.69, abs=0.01)

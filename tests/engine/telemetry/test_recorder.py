@@ -18,8 +18,8 @@ from tenfold.engine.telemetry.recorder import (
     operand_parts,
     operand_stats,
 )
-from tenfold.engine.telemetry.writers import read_jsonl
 from tenfold.formats import quantize, scheme
+from tenfold.jsonl import read_jsonl
 
 
 def test_known_mxfp4_block_by_hand() -> None:

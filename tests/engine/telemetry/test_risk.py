@@ -77,7 +77,9 @@ def test_inspect_cli_on_records(tmp_path):
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert [r["layer"] for r in out["rows"]] == ["b", "d"] and out["total_rows"] == 4
-    assert (tmp_path / "telemetry_heatmap.png").stat().st_size > 1000
+    assert (tmp_path / "telemetry_heatmap.html").stat().st_size > 1000
+    png = CliRunner().invoke(app, ["inspect", str(tmp_path), "--heatmap", str(tmp_path / "h.png")])
+    assert png.exit_code == 2 and ".html" in png.output  # the heat-map is HTML now: a PNG path is refused
     res = CliRunner().invoke(app, ["inspect", str(tmp_path)])
     assert res.exit_code == 0 and "operands by risk" in res.output
     assert CliRunner().invoke(app, ["inspect", str(tmp_path / "missing")]).exit_code == 2

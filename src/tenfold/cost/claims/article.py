@@ -1,9 +1,11 @@
-"""The seed article's estimate for B200 against H100 ("4x effective compute", "3 months -> 3 weeks",
-"60 % of the GPUs"), each checked on the seed's own scenario (GPT-MoE-1.8T on 8,192 GPUs, the default
-comparison) and stated with the variable it holds fixed (shared/research/hardware.md section 5).
+"""The article's estimate for B200 against H100 ("4x effective compute", "3 months -> 3 weeks",
+"60 % of the GPUs"), each checked on the article's own scenario (GPT-MoE-1.8T on 8,192 GPUs, the default
+comparison) and stated with the variable it holds fixed.
 
 * "4x effective compute": a per-GPU ratio; datasheet dense FP8 B200/H100 = 2.27x, 4.55x only for B200 FP4
-  against H100 FP8. The model gives the per-GPU training speedup at FP8 and at NVFP4.
+  against H100 FP8 (NVIDIA's datasheets: https://www.nvidia.com/en-us/data-center/h100/ and the HGX B200 table
+  at https://www.nvidia.com/en-us/data-center/hgx/, whose tensor figures are with sparsity: halved here).
+  The model gives the per-GPU training speedup at FP8 and at NVFP4.
 * "3 months -> 3 weeks": time at equal GPU count (implies 13/3 = 4.3x); the model gives 13 weeks / speedup.
 * "60 % of the GPUs": GPUs at equal time (implies 1/0.6 = 1.67x); the model finds the fewest B200s that
   finish in the H100's time (compare_training with a deadline on a fine GPU ladder).
@@ -24,7 +26,7 @@ GPU_SHARE = 0.6
 
 
 @dataclass(frozen=True, kw_only=True)
-class SeedCheck:
+class ArticleCheck:
     """One statement: the per-GPU speedup it implies, what it holds fixed, and what the model gives."""
 
     statement: str
@@ -36,7 +38,7 @@ class SeedCheck:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SeedClaims:
+class ArticleClaims:
     """The checks, with the model numbers behind them (days at the scenario's GPU count, GPUs needed for
     the H100's time)."""
 
@@ -46,14 +48,14 @@ class SeedClaims:
     b200_days: dict
     speedup: dict
     gpus_for_equal_time: dict
-    checks: tuple[SeedCheck, ...]
+    checks: tuple[ArticleCheck, ...]
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def seed_claims(progress=None) -> SeedClaims:
-    """Check the seed's three statements on its own scenario (module docstring)."""
+def article_claims(progress=None) -> ArticleClaims:
+    """Check the article's three statements on its own scenario (module docstring)."""
     workload, n = default_scenario()[0]
     h100, b200 = load_hardware("h100-sxm"), load_hardware("b200")
     base = compare_training(workload, ["h100-sxm"], num_gpus=n, precisions=("fp8",)).rows[0]
@@ -81,7 +83,7 @@ def seed_claims(progress=None) -> SeedClaims:
         return f"{g:,} GPUs ({g / n:.0%})" if g else f"more than {n:,} GPUs"
 
     checks = (
-        SeedCheck(
+        ArticleCheck(
             statement="B200 gives 4x the effective compute of H100",
             implies="4.0x per GPU",
             implied_speedup=4.0,
@@ -90,7 +92,7 @@ def seed_claims(progress=None) -> SeedClaims:
             f"{speed['fp8']:.2f}x at FP8, {speed['nvfp4']:.2f}x at NVFP4",
             verdict=f"about 4x only with FP4 training on B200; FP8 on both gives {speed['fp8']:.1f}x",
         ),
-        SeedCheck(
+        ArticleCheck(
             statement="a 3-month run takes 3 weeks",
             implies=f"{WEEKS_H100 / WEEKS_B200:.2f}x at equal GPU count",
             implied_speedup=WEEKS_H100 / WEEKS_B200,
@@ -101,7 +103,7 @@ def seed_claims(progress=None) -> SeedClaims:
             verdict=f"optimistic by {WEEKS_H100 / speed['fp8'] / WEEKS_B200:.1f}x at FP8, "
             f"{WEEKS_H100 / speed['nvfp4'] / WEEKS_B200:.1f}x at NVFP4",
         ),
-        SeedCheck(
+        ArticleCheck(
             statement="with 60 % of the GPUs",
             implies=f"{1 / GPU_SHARE:.2f}x at equal time",
             implied_speedup=1 / GPU_SHARE,
@@ -112,16 +114,16 @@ def seed_claims(progress=None) -> SeedClaims:
             if gpus["fp8"] and gpus["fp8"] <= GPU_SHARE * n
             else "optimistic at FP8",
         ),
-        SeedCheck(
+        ArticleCheck(
             statement="3 weeks and 60 % of the GPUs together",
             implies=f"{WEEKS_H100 / WEEKS_B200 / GPU_SHARE:.1f}x per GPU",
             implied_speedup=WEEKS_H100 / WEEKS_B200 / GPU_SHARE,
             held_fixed="neither: both change at once",
             model=f"model {speed['fp8']:.2f}x (FP8) / {speed['nvfp4']:.2f}x (NVFP4) per GPU",
-            verdict="inconsistent with the seed's own 4x: state which of time or GPU count is held fixed",
+            verdict="inconsistent with the article's own 4x: state which of time or GPU count is held fixed",
         ),
     )
-    return SeedClaims(
+    return ArticleClaims(
         scenario=f"{workload.label}: {workload.tokens / 1e12:g}T tokens on {n:,} GPUs ({workload.source})",
         num_gpus=n,
         h100_days=base.days,

@@ -1,4 +1,4 @@
-"""NVIDIA's GB200 NVL72 claims and the seed article's estimate, reproduced with the model and decomposed.
+"""NVIDIA's GB200 NVL72 claims and the article's estimate, reproduced with the model and decomposed.
 
 A claim compares a baseline (HGX H100, FP8, 8-GPU NVLink islands joined by InfiniBand) with a target
 (GB200 NVL72). The model runs a chain of configurations that changes one thing at a time:
@@ -18,8 +18,8 @@ and the ratio T3/T0 (per-GPU throughput, same GPU count) splits exactly into
     util (p1)   (T3 / P_GB200(p1)) / (T2 / P_GB200(p0))     model: achieved share of peak, lower precision
 
 Training throughput is tokens/s/GPU of the fastest layout (`search_training`); serving throughput is output
-tokens/s/GPU at the claim's interactivity (`search_inference`). Claim conditions: shared/research/hardware.md
-section 2; the seed's statements: section 5.
+tokens/s/GPU at the claim's interactivity (`search_inference`). Claim conditions: NVIDIA's blog (CLAIM_URL),
+the GB200 NVL72 page's footnotes (GB200_URL) and the Blackwell architecture technical brief (BRIEF_URL).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from tenfold.cost.claims.article import SeedClaims, seed_claims
+from tenfold.cost.claims.article import ArticleClaims, article_claims
 from tenfold.cost.claims.speedups import SpeedupCheck, speedup_checks
 from tenfold.perf.serving.search import search_inference
 from tenfold.perf.specs.hardware import Hardware, load_hardware
@@ -35,6 +35,10 @@ from tenfold.perf.specs.precision import get_precision
 from tenfold.perf.training.search import search_training
 
 CLAIM_URL = "https://developer.nvidia.com/blog/nvidia-gb200-nvl72-delivers-trillion-parameter-llm-training-and-real-time-inference/"
+GB200_URL = "https://www.nvidia.com/en-us/data-center/gb200-nvl72/"
+BRIEF_URL = "https://resources.nvidia.com/en-us-blackwell-architecture"
+MLPERF_TRAINING_V50_URL = "https://developer.nvidia.com/blog/nvidia-blackwell-delivers-up-to-2-6x-higher-performance-in-mlperf-training-v5-0/"
+MEGATRON_BRIDGE_URL = "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/docs/performance-summary.md"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,14 +175,14 @@ def training_claim(
         claimed=4.0,
         conditions=f"GPT-MoE-1.8T, FP8 on both, {num_gpus:,} GPUs, seq {seq_len}, batch {global_batch:,} "
         "sequences (sequence and batch assumed: NVIDIA states neither)",
-        source=CLAIM_URL + " ; Blackwell tech brief v2.1 (hardware.md s2)",
+        source=CLAIM_URL + " ; Blackwell technical brief v2.1, " + BRIEF_URL,
         steps=tuple(steps),
         factors=_factors(hw0, hw1, "fp8", "fp8", (*t, t[2])),
         model_ratio=t[2] / t[0],
         notes=(
-            "measured for comparison (hardware.md s2): MLPerf Training v5.0 Llama 3.1 405B GB200 NVL72 = "
-            "2.2x Hopper at equal GPU count; Megatron-Bridge 25.11 FP8 per GPU GB200/H100 = 2.78x (405B), "
-            "2.69x (70B)",
+            "measured for comparison: MLPerf Training v5.0 Llama 3.1 405B GB200 NVL72 = 2.2x Hopper at "
+            f"equal GPU count ({MLPERF_TRAINING_V50_URL}); Megatron-Bridge 25.11 FP8 per GPU GB200/H100 = "
+            f"2.78x (405B), 2.69x (70B) ({MEGATRON_BRIDGE_URL})",
         ),
     )
 
@@ -293,7 +297,7 @@ def inference_claim(
         conditions=f"GPT-MoE-1.8T, {per_user:g} tok/s/user ({1e3 / per_user:.0f} ms TPOT), "
         f"TTFT {ttft_s:g} s, ISL {input_len:,}, OSL {output_len:,}, FP4 on GB200 vs FP8 on H100, "
         "FP8 KV cache",
-        source=CLAIM_URL + " ; nvidia.com/gb200-nvl72 footnote (hardware.md s2)",
+        source=CLAIM_URL + " ; footnote of " + GB200_URL,
         steps=tuple(steps),
         factors=_factors(hw0, hw1, "fp8", "nvfp4", tuple(t), serving=True),
         model_ratio=t[3] / t[0],
@@ -311,30 +315,30 @@ def inference_claim(
 
 @dataclass(frozen=True, kw_only=True)
 class ClaimsReport:
-    """Everything `tenfold claims` prints: the two NVIDIA claims decomposed, the seed's estimate checked,
+    """Everything `tenfold claims` prints: the two NVIDIA claims decomposed, the article's estimate checked,
     and the model's per-GPU speedups beside the measured Megatron-Bridge pairs (what the claims are
     weighed against)."""
 
     training: Decomposition
     inference: InferenceClaim
-    seed: SeedClaims
+    article: ArticleClaims
     measured: tuple[SpeedupCheck, ...]
 
     def to_dict(self) -> dict:
         return {
             "training": self.training.to_dict(),
             "inference": self.inference.to_dict(),
-            "seed": self.seed.to_dict(),
+            "article": self.article.to_dict(),
             "measured": [c.to_dict() for c in self.measured],
         }
 
 
 def check_claims(progress=None) -> ClaimsReport:
-    """The training and inference claims, the seed's estimate and the measured speedups
+    """The training and inference claims, the article's estimate and the measured speedups
     (`progress(done, total)` per part)."""
     out = []
-    for i, fn in enumerate((training_claim, inference_claim, seed_claims, speedup_checks)):
+    for i, fn in enumerate((training_claim, inference_claim, article_claims, speedup_checks)):
         out.append(fn())
         if progress:
             progress(i + 1, 4)
-    return ClaimsReport(training=out[0], inference=out[1], seed=out[2], measured=tuple(out[3]))
+    return ClaimsReport(training=out[0], inference=out[1], article=out[2], measured=tuple(out[3]))

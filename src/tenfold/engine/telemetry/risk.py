@@ -4,18 +4,19 @@ Per (layer, GEMM operand, recipe) over the sampled steps: the worst saturated (c
 worst underflow fraction, the lowest SQNR and the latest amax. Rows are sorted by risk: the elements a
 format loses outright (clipped + flushed to zero) first, then the lowest SQNR. The heat-map shows the
 lowest SQNR of each layer's operands at each sampled step (layers × steps), where trouble that grows
-during training is easy to see. Plain Python and matplotlib: reading a run never needs a GPU.
+during training is easy to see (`tenfold.report.runs.sqnr_heatmap_chart` draws it). Plain Python:
+reading a run never needs a GPU.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tenfold.engine.telemetry.writers import JSONL_NAME
+from tenfold.jsonl import read_jsonl
 
 REQUIRED = ("step", "layer", "gemm", "tensor", "recipe", "what_if", "clip_frac", "underflow_frac", "sqnr_db")
 
@@ -48,18 +49,7 @@ def load_records(run_dir: str | Path) -> list[dict[str, Any]]:
         raise ValueError(f"run directory {str(run_dir)!r} does not exist")
     if not path.is_file():
         raise ValueError(f"{path} not found: train with telemetry on (tenfold train --telemetry-every N)")
-    out = []
-    for i, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{i}: not JSON ({err.msg})") from None
-        missing = [k for k in REQUIRED if k not in rec]
-        if missing:
-            raise ValueError(f"{path}:{i}: missing fields {missing}")
-        out.append(rec)
+    out = read_jsonl(path, REQUIRED)
     if not out:
         raise ValueError(f"{path} holds no records")
     return out
@@ -110,33 +100,6 @@ def heatmap_grid(records: list[dict[str, Any]]) -> tuple[list[str], list[int], l
         cur = grid[i][j]
         grid[i][j] = r["sqnr_db"] if math.isnan(cur) else min(cur, r["sqnr_db"])
     return layers, steps, grid
-
-
-def plot_heatmap(records: list[dict[str, Any]], path: str | Path) -> Path:
-    """Write the layers × steps heat-map of the lowest operand SQNR (dB) as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    layers, steps, grid = heatmap_grid(records)
-    if not layers:
-        raise ValueError("no records of the training recipe to plot")
-    data = np.array(grid, dtype=float)
-    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(steps) + 3), max(3, 0.3 * len(layers) + 1.5)))
-    im = ax.imshow(data, aspect="auto", cmap="RdYlGn", interpolation="nearest")
-    ax.set_yticks(range(len(layers)), layers, fontsize=7)
-    ticks = list(range(0, len(steps), max(1, len(steps) // 12)))
-    ax.set_xticks(ticks, [str(steps[t]) for t in ticks])
-    ax.set_xlabel("training step")
-    ax.set_title("Lowest operand SQNR per layer (dB): red = least precise")
-    fig.colorbar(im, ax=ax, label="SQNR (dB)")
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
 
 
 def rows_to_dicts(rows: list[RiskRow]) -> list[dict[str, Any]]:

@@ -68,9 +68,3 @@ class Writers:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
-
-
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """All records of a telemetry.jsonl file (blank lines skipped)."""
-    with Path(path).open() as f:
-        return [json.loads(line) for line in f if line.strip()]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from tenfold.perf.errors import Infeasible
 from tenfold.perf import Deployment, estimate_inference, inference_curve
+from tenfold.perf.errors import Infeasible
 from tenfold.perf.training.estimate import estimate_training
 from tenfold.perf.training.layout import Layout
 from tenfold.report.charts import (
