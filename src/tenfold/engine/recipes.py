@@ -1,11 +1,6 @@
 """Training recipes: for each of a linear layer's three GEMMs, how each operand is quantized.
 
-A linear layer y = x·Wᵀ runs three GEMMs per step (x: tokens × in, W: out × in, dy: tokens × out):
-
-* ``fprop``: out = x·Wᵀ, reduction over in-features; operands (a, b) = (x, W);
-* ``dgrad``: dx = dy·W, reduction over out-features; operands (a, b) = (dy, W);
-* ``wgrad``: dW = dyᵀ·x, reduction over tokens; operands (a, b) = (dy, x).
-
+The three GEMMs (fprop, dgrad, wgrad) and their operands (a, b) are tabulated in `operands.py`.
 A recipe gives a `Scheme` (or None: high precision) per operand. Blocks always run along the GEMM's
 reduction axis; the engine places them there, so recipe schemes keep the default `axis=-1`. Recipes are
 named code: one registry dict filled by the `register` decorator; `recipe(name, **overrides)` builds one.
@@ -18,19 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from tenfold.engine.operands import GEMMS, OPERANDS, SIDES, TENSORS
 from tenfold.formats import AmaxAlgo, Scaling, Scheme, scheme
-
-GEMMS = ("fprop", "dgrad", "wgrad")
-# (gemm, operand) -> which tensor it is; delayed-scaling state is kept per tensor, as in TE.
-OPERAND_TENSORS = {
-    ("fprop", "a"): "x",
-    ("fprop", "b"): "w",
-    ("dgrad", "a"): "dy",
-    ("dgrad", "b"): "w",
-    ("wgrad", "a"): "dy",
-    ("wgrad", "b"): "x",
-}
-TENSORS = ("x", "w", "dy")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,7 +30,7 @@ class GemmQuant:
     b: Scheme | None = None
 
     def __post_init__(self) -> None:
-        for side in ("a", "b"):
+        for side in SIDES:
             s = getattr(self, side)
             if s is not None and not isinstance(s, Scheme):
                 raise ValueError(f"operand {side} must be a tenfold.formats.Scheme or None, got {s!r}")
@@ -132,7 +116,7 @@ class Recipe:
 
     def schemes_of(self, tensor: str) -> list[Scheme | None]:
         """The schemes that quantize one tensor (x, w or dy) across the three GEMMs."""
-        return [self.operand(g, side) for (g, side), t in OPERAND_TENSORS.items() if t == tensor]
+        return [self.operand(o.gemm, o.side) for o in OPERANDS if o.tensor == tensor]
 
     @property
     def quantizes(self) -> bool:
@@ -152,7 +136,8 @@ class Recipe:
         return any(s is not None and s.rounding.value == "stochastic" for s in self.all_schemes())
 
     def all_schemes(self) -> list[Scheme | None]:
-        return [self.operand(g, side) for g in GEMMS for side in ("a", "b")]
+        """The six operand schemes in the table order of `operands.OPERANDS` (slots 0..5)."""
+        return [self.operand(o.gemm, o.side) for o in OPERANDS]
 
     def describe(self) -> dict[str, Any]:
         """Plain-data view (for --json, reports and logs)."""
