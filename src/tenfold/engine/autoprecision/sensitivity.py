@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tenfold.engine.autoprecision.policy import linear_flops
-from tenfold.engine.convert import ConversionPolicy, LayerDecision, convert
+from tenfold.engine.convert import ConversionPolicy, LayerDecision, convert, replace_module
 from tenfold.engine.recipes import RECIPE_NAMES, Recipe, recipe
 from tenfold.formats.metrics import sqnr_db
 
@@ -223,9 +223,7 @@ def _restore(model: nn.Module, originals: dict[str, nn.Module]) -> None:
     """Put back every original linear module that convert replaced."""
     for name, orig in originals.items():
         if model.get_submodule(name) is not orig:
-            parent_name, _, child = name.rpartition(".")
-            parent = model.get_submodule(parent_name) if parent_name else model
-            setattr(parent, child, orig)
+            replace_module(model, name, orig)
 
 
 def _decisions(

@@ -32,11 +32,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from tenfold.engine.convert import ConversionPolicy, LayerDecision, _is_conv1d, _replace, convert
+from tenfold.engine.convert import ConversionPolicy, LayerDecision, convert, is_conv1d, replace_module
 from tenfold.engine.linear import QuantLinear
 from tenfold.engine.recipes import GemmQuant, Recipe
 from tenfold.formats import QuantizedTensor, Scheme, fake_quantize, quantize, scheme
-from tenfold.formats.fake import BACKENDS as FAKE_BACKENDS
+from tenfold.formats.fake import QUANT_PATHS
 from tenfold.formats.scheme import Scaling
 
 # The formats the issue names for inference; other current-scaling schemes work too, untested.
@@ -70,8 +70,8 @@ class InferenceLinear(nn.Module):
         super().__init__()
         if len(qweight.shape) != 2:
             raise ValueError(f"expected a 2-D (out, in) weight, got shape {qweight.shape}")
-        if quant_backend not in FAKE_BACKENDS:
-            raise ValueError(f"quant_backend {quant_backend!r} is not one of: {', '.join(FAKE_BACKENDS)}")
+        if quant_backend not in QUANT_PATHS:
+            raise ValueError(f"quant_backend {quant_backend!r} is not one of: {', '.join(QUANT_PATHS)}")
         self.out_features, self.in_features = qweight.shape
         self.weight_scheme = qweight.scheme
         self.act_scheme = act_scheme
@@ -94,7 +94,7 @@ class InferenceLinear(nn.Module):
     ) -> InferenceLinear:
         """Quantize an nn.Linear (weight (out, in)) or Conv1D (weight (in, out)) layer's weight."""
         w = linear.weight.detach()
-        if _is_conv1d(linear):
+        if is_conv1d(linear):
             w = w.t()
         return cls(
             quantize(w.contiguous(), weight_scheme),
@@ -366,8 +366,8 @@ def quantize_for_inference(
     (2, 8.25)
     """
     s = resolve_scheme(scheme)
-    if quant_backend not in FAKE_BACKENDS:
-        raise ValueError(f"quant_backend {quant_backend!r} is not one of: {', '.join(FAKE_BACKENDS)}")
+    if quant_backend not in QUANT_PATHS:
+        raise ValueError(f"quant_backend {quant_backend!r} is not one of: {', '.join(QUANT_PATHS)}")
     pol = policy or ConversionPolicy()
     if not isinstance(pol, ConversionPolicy):
         raise ValueError(f"policy must be a ConversionPolicy, got {type(pol).__name__}")
@@ -399,14 +399,14 @@ def quantize_for_inference(
             continue
         shared = [u for u in users.get(id(w), []) if u != d.name]
         if shared:
-            _replace(model, d.name, original)  # undo convert()'s swap: keep the tied layer as it was
+            replace_module(model, d.name, original)  # undo convert()'s swap: keep the tied layer as it was
             reason = f"weight is shared with {', '.join(shared)}: quantizing it would save no memory"
             layers.append(_layer(d, w, False, reason, w.numel() * w.element_size()))
             continue
         swapped = model.get_submodule(d.name)
         assert isinstance(swapped, QuantLinear)
         q = InferenceLinear.from_linear(original, s, act_scheme=act, quant_backend=quant_backend)
-        _replace(model, d.name, q)
+        replace_module(model, d.name, q)
         how = f"weights {s.name}, activations " + (f"{s.name} (dynamic)" if act else "high precision")
         layers.append(_layer(d, w, True, how, q.qweight.nbytes))
     return PTQReport(
