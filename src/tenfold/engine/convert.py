@@ -4,8 +4,9 @@ Candidates are `nn.Linear` modules and Hugging Face `Conv1D` modules (GPT-2 styl
 name and their (in, out) weight, so transformers need not be imported). A candidate stays in high
 precision, with the reason recorded, when:
 
-* its qualified name misses every `include` pattern, or hits an `exclude` pattern (by default the LM
-  head, which NVIDIA's FP8 and NVFP4 recipes keep in BF16: arXiv 2509.25149 §4.1);
+* its qualified name misses every `include` pattern, or hits an `exclude` pattern (by default the LM head,
+  which NVIDIA's FP8 and NVFP4 recipes keep in BF16: NVIDIA, "Pretraining Large Language Models with NVFP4",
+  arXiv 2509.25149 §4.1, https://arxiv.org/abs/2509.25149);
 * it sits in one of the first `hp_first_blocks` or last `hp_last_blocks` transformer blocks (block index
   parsed from the name with `block_pattern`; by default the tail is ceil(recipe.hp_tail x n_blocks));
 * its shape does not fit the recipe's blocks along a reduction dimension (with `require_block_fit`):

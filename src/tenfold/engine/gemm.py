@@ -7,11 +7,12 @@ reduction axis (Q_k: blocks along axis k of the matrix as stored; the table is `
     dgrad   dx  = Q_1(dy) · Q_0(W)       reduction over out-features
     wgrad   dW  = Q_0(dy)ᵀ · Q_0(x)      reduction over tokens
 
-Operands are quantized in the layout they are stored in (`quant.operand`), and the products are fp32
-matmuls of the dequantized values (`emulated`) or `torch._scaled_mm` on the codes (`native`, see
-`native.py`). An operand quantization is reused across GEMMs only where the values are provably the
-same: per-tensor scales and 2-D blocks do not depend on the axis (the 16x16 NVFP4 and 128x128 FP8
-weight blocks give W and Wᵀ the same codes, arXiv 2509.25149 §4.3); stochastic rounding is never reused.
+Operands are quantized in the layout they are stored in (`quant.operand`), and the products are fp32 matmuls
+of the dequantized values (`emulated`) or `torch._scaled_mm` on the codes (`native`, see `native.py`). An
+operand quantization is reused across GEMMs only where the values are provably the same: per-tensor scales and
+2-D blocks do not depend on the axis (the 16x16 NVFP4 and 128x128 FP8 weight blocks give W and Wᵀ the same
+codes: NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149 §4.3,
+https://arxiv.org/abs/2509.25149); stochastic rounding is never reused.
 
 `quantized_linear_reference` computes the same three products with the formats core's plain reference
 quantizer; tests hold `QuantizedLinearFunction` bit-exact to it.

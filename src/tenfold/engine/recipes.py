@@ -4,7 +4,9 @@ The three GEMMs (fprop, dgrad, wgrad) and their operands (a, b) are tabulated in
 A recipe gives a `Scheme` (or None: high precision) per operand. Blocks always run along the GEMM's
 reduction axis; the engine places them there, so recipe schemes keep the default `axis=-1`. Recipes are
 named code: one registry dict filled by the `register` decorator; `recipe(name, **overrides)` builds one.
-Sources per recipe are cited in each builder's docstring (details in shared/research/numerics.md).
+Sources per recipe are cited in each builder's docstring. TE's recipes are the classes of
+transformer_engine/common/recipe/__init__.py (https://github.com/NVIDIA/TransformerEngine); torchao's are
+`torchao.float8.Float8LinearConfig.from_recipe_name` (https://github.com/pytorch/ao).
 """
 
 from __future__ import annotations
@@ -239,8 +241,9 @@ def _fp8_rowwise() -> Recipe:
 
 @register("fp8_block")
 def _fp8_block() -> Recipe:
-    """DeepSeek-V3 §3.3 / TE `Float8BlockScaling`: E4M3 everywhere; 1x128 tiles for activations and
-    gradients (128x1 along tokens in wgrad), 128x128 blocks for weights; power-of-two scales (TE default)."""
+    """DeepSeek-V3 technical report §3.3 (https://arxiv.org/abs/2412.19437) / TE `Float8BlockScaling`:
+    E4M3 everywhere; 1x128 tiles for activations and gradients (128x1 along tokens in wgrad), 128x128
+    blocks for weights; power-of-two scales (TE default)."""
     act = scheme("fp8_e4m3_block1x128")
     w = scheme("fp8_e4m3_block128x128")
     return Recipe(
@@ -254,8 +257,9 @@ def _fp8_block() -> Recipe:
 
 @register("mxfp8")
 def _mxfp8() -> Recipe:
-    """TE `MXFP8BlockScaling` / Mishra et al. 2025 (arXiv 2506.08027): MXFP8 E4M3 for all operands (also
-    gradients: E5M2 gradients diverge, Megatron-Bridge PR#638), round-up (RCEIL) E8M0 scales."""
+    """TE `MXFP8BlockScaling` / Mishra et al. 2025, "Recipes for pre-training LLMs with MXFP8"
+    (https://arxiv.org/abs/2506.08027): MXFP8 E4M3 for all operands (also gradients: E5M2 gradients
+    diverge, github.com/NVIDIA-NeMo/Megatron-Bridge pull request 638), round-up (RCEIL) E8M0 scales."""
     s = scheme("mxfp8_e4m3", scale_mode="rceil")
     return same_everywhere(s, "MXFP8 E4M3 everywhere, RCEIL scales (TE/cuBLAS)", "mxfp8")
 
@@ -268,11 +272,14 @@ def _mxfp8_floor() -> Recipe:
 
 
 def _nvfp4(name: str, *, rht: bool = True, sr: bool = True, two_d: bool = True, hp: bool = True) -> Recipe:
-    """NVIDIA's NVFP4 recipe (arXiv 2509.25149 §4; TE `NVFP4BlockScaling`): 1x16 activations and
-    gradients, 2-D 16x16 weight blocks (the same codes for W and Wᵀ), a 16-point random Hadamard transform
-    on the wgrad GEMM's inputs only, stochastic rounding on gradients, round-to-nearest elsewhere, and the
-    last blocks in high precision. The blog post on Llama3-8B keeps the last 4 of 32 layers in BF16
-    (developer.nvidia.com, 2026-02-23), hence hp_tail = 0.125; the paper keeps ~15 % of linears."""
+    """NVIDIA's NVFP4 recipe (NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149 §4,
+    https://arxiv.org/abs/2509.25149; TE `NVFP4BlockScaling`): 1x16 activations and gradients, 2-D 16x16
+    weight blocks (the same codes for W and Wᵀ), a 16-point random Hadamard transform on the wgrad GEMM's
+    inputs only, stochastic rounding on gradients, round-to-nearest elsewhere, and the last blocks in high
+    precision. NVIDIA's blog post of 2026-02-23 on Llama3-8B keeps the last 4 of 32 layers in BF16, hence
+    hp_tail = 0.125 (the paper keeps ~15 % of linears):
+    https://developer.nvidia.com/blog/using-nvfp4-low-precision-model-training-for-higher-throughput-without-losing-accuracy/
+    """
     act = scheme("nvfp4")
     w = scheme("nvfp4_2d") if two_d else scheme("nvfp4")
     grad = scheme("nvfp4", rounding="stochastic") if sr else scheme("nvfp4")

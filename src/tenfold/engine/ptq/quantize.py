@@ -13,15 +13,19 @@ low-precision tensor core multiplies:
     y =    x · deq(W_q)ᵀ + b         (weight only, "W4A16")
 
 Which layers are quantized is decided by `convert()`'s own `ConversionPolicy` (include/exclude regexes,
-high-precision first/last blocks, whole-block shapes), applied through a forward-only recipe. By default
-the LM head stays in high precision (as NVIDIA's recipes and AMD Quark's MXFP4 checkpoints keep it:
-arXiv 2509.25149 §4.1; huggingface.co/amd/DeepSeek-R1-0528-MXFP4), and so does every module that is not a
-linear layer (embedding tables are lookups, not GEMMs). A weight shared with another module (tied
-embeddings) is kept too: quantizing one user of it would save no memory.
+high-precision first/last blocks, whole-block shapes), applied through a forward-only recipe. By default the
+LM head stays in high precision (as NVIDIA's recipes and AMD Quark's MXFP4 checkpoints keep it: NVIDIA,
+"Pretraining Large Language Models with NVFP4", arXiv 2509.25149 §4.1, https://arxiv.org/abs/2509.25149;
+https://huggingface.co/amd/DeepSeek-R1-0528-MXFP4), and so does every module that is not a linear layer
+(embedding tables are lookups, not GEMMs). A weight shared with another module (tied embeddings) is kept too:
+quantizing one user of it would save no memory.
 
-Storage per weight element, scales counted (shared/research/inference.md §C1): NVFP4 4.5 bits (E2M1
-codes + one E4M3 scale per 16) plus a 4-byte fp32 tensor scale; MXFP4 4.25 and MXFP8 8.25 bits (one E8M0
-scale per 32); FP8 with one fp32 scale per tensor or per row. `PTQReport` gives the bytes before and after.
+Storage per weight element, scales counted: NVFP4 4.5 bits (E2M1 codes + one E4M3 scale per 16) plus a 4-byte
+fp32 tensor scale (NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference",
+https://developer.nvidia.com/blog/introducing-nvfp4-for-efficient-and-accurate-low-precision-inference/);
+MXFP4 4.25 and MXFP8 8.25 bits (one E8M0 scale per 32 elements: OCP MX v1.0 spec §5,
+https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf); FP8 with one fp32
+scale per tensor or per row. `PTQReport` gives the bytes before and after.
 """
 
 from __future__ import annotations
