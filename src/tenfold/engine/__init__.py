@@ -21,14 +21,8 @@ from tenfold.engine.convert import ConversionPolicy, ConversionReport, LayerDeci
 from tenfold.engine.gemm import GemmPlan, QuantizedLinearFunction, quantized_linear_reference
 from tenfold.engine.linear import QuantConv1D, QuantLinear
 from tenfold.engine.ptq.metrics import EmbeddingAgreement, embedding_agreement, spearman
-from tenfold.engine.ptq.quantize import (
-    PTQ_SCHEMES,
-    InferenceLinear,
-    KeptModule,
-    PTQLayer,
-    PTQReport,
-    quantize_for_inference,
-)
+from tenfold.engine.ptq.quantize import PTQ_SCHEMES, InferenceLinear, quantize_for_inference
+from tenfold.engine.ptq.report import KeptModule, PTQLayer, PTQReport
 from tenfold.engine.recipes import RECIPE_NAMES, GemmQuant, Recipe, recipe, register
 from tenfold.engine.scaling import quantized_layers, reduce_amax, update_scaling
 from tenfold.engine.telemetry.recorder import Recorder
