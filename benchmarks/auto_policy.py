@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from _reference import FINAL_EVAL_BATCHES, MODEL, add_training_args, data_path
-from tenfold.engine import PrecisionPolicy, auto_policy, sensitivity
+from tenfold.engine import PrecisionPolicy, SensitivityTable, auto_policy, sensitivity
 from tenfold.engine.autoprecision.policy import linear_flops
 from tenfold.train import ByteDataset, TrainConfig, Trainer, load_corpus
 
@@ -181,7 +181,7 @@ def plot(rows: list[dict], base: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_training_args(ap)
     ap.add_argument(
@@ -201,26 +201,11 @@ def main() -> None:
         raise SystemExit("--seeds is empty")
     if not 0 < args.calib_steps <= args.steps:
         raise SystemExit(f"--calib-steps must be in (0, steps], got {args.calib_steps}")
-    torch.set_num_threads(args.threads)
-    warnings.filterwarnings("ignore")
-    path = data_path(args.data)
-    data = ByteDataset.from_bytes(load_corpus(path))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    return args
 
-    base = {}
-    base[args.seeds[0]], table, sens_s = baseline_and_sensitivity(args, data, t_start)
-    (out / "sensitivity.json").write_text(json.dumps(table.to_dict(), indent=1))
-    print(table.format(limit=12))
 
-    heur = Trainer(config(args, args.seeds[0], recipe="nvfp4", steps=1), dataset=data)
-    heur_formats = formats_of(heur)
-    flops_all = linear_flops(heur.model)
-    layers = [r.layer for r in table.rows_for("nvfp4")]
-    flops = {n: flops_all[n] for n in layers}
-    target = fp4_fraction({n: heur_formats[n] for n in layers}, flops)
-    fit = {"flops": flops, "fp4_flop_fraction": target}
+def write_policies(args: argparse.Namespace, table: SensitivityTable, fit: dict, out: Path) -> dict[str, str]:
+    """The automatic policies (name -> saved TOML path), chosen from the sensitivity table."""
     policies = {  # name -> (file stem, policy)
         "auto, loss score": ("auto_loss", auto_policy(table.deltas("loss"), **fit, mxfp8_tolerance=-1.0)),
         "auto, gradient score": (
@@ -241,11 +226,88 @@ def main() -> None:
             f"{name}: kept out of FP4: "
             + ", ".join(f"{n}={f}" for n, f in pol.layers.items() if f != "nvfp4")
         )
+    return files
+
+
+def print_table(args: argparse.Namespace, rows: list[dict], base: dict, sens_s: float) -> None:
+    """Final validation loss per configuration and seed, beside bf16."""
+    b = {s: base[s]["final_val_loss"] for s in args.seeds}
+    bmean = sum(b.values()) / len(b)
+    seed_cols = "".join(f"  seed {s:<3}" for s in args.seeds)
+    print(
+        f"\nfinal validation loss ({FINAL_EVAL_BATCHES} held-out batches), {args.steps} steps, "
+        f"policy chosen at bf16 step {args.calib_steps} on {args.calib_batches} training batches "
+        f"(sensitivity {sens_s:.0f} s); FP4 fraction = share of linear-layer GEMM FLOPs (LM head bf16)"
+    )
+    print(
+        f"{'configuration':<20} {'FP4 FLOPs':>9} {'GEMM x (proxy)':>14} {'x (GB200)':>9}{seed_cols}"
+        f"  {'mean':>7}  {'vs bf16':>8}"
+    )
+    print(
+        f"{'bf16':<20} {'0.0 %':>9} {1.0:>14.2f} {1.0:>9.2f}"
+        + "".join(f"  {b[s]:8.4f}" for s in args.seeds)
+        + f"  {bmean:7.4f}  {'':>8}"
+    )
+    for r in rows:
+        cells = "".join(f"  {r['runs'][s]['final_val_loss']:8.4f}" for s in args.seeds)
+        print(
+            f"{r['name']:<20} {100 * r['fp4_fraction']:>7.1f} % {r['speedup_proxy']:>14.2f} "
+            f"{r['speedup_gb200']:>9.2f}{cells}  {r['mean']:7.4f}  {100 * (r['mean'] - bmean) / bmean:+7.2f}%"
+        )
+
+
+def print_paired(args: argparse.Namespace, rows: list[dict]) -> None:
+    """Each automatic policy against each fixed choice, paired by seed, with the standard error."""
+    by = {r["name"]: r for r in rows}
+    for auto_name, other in [
+        (a, o)
+        for a in ("auto, loss score", "auto, gradient score")
+        for o in ("all nvfp4", "NVIDIA heuristic")
+    ]:
+        auto = by[auto_name]
+        diffs = [
+            auto["runs"][s]["final_val_loss"] - by[other]["runs"][s]["final_val_loss"] for s in args.seeds
+        ]
+        mean = sum(diffs) / len(diffs)
+        se = (
+            (sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / len(diffs)) ** 0.5
+            if len(diffs) > 1
+            else 0
+        )
+        print(
+            f"{auto_name} - {other}, paired by seed: {', '.join(f'{d:+.4f}' for d in diffs)}; "
+            f"mean {mean:+.4f} +- {se:.4f} (standard error), "
+            f"lower in {sum(d < 0 for d in diffs)} of {len(diffs)}"
+        )
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    path = data_path(args.data)
+    data = ByteDataset.from_bytes(load_corpus(path))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+
+    base = {}
+    base[args.seeds[0]], table, sens_s = baseline_and_sensitivity(args, data, t_start)
+    (out / "sensitivity.json").write_text(json.dumps(table.to_dict(), indent=1))
+    print(table.format(limit=12))
+
+    heur = Trainer(config(args, args.seeds[0], recipe="nvfp4", steps=1), dataset=data)
+    heur_formats = formats_of(heur)
+    flops_all = linear_flops(heur.model)
+    layers = [r.layer for r in table.rows_for("nvfp4")]
+    flops = {n: flops_all[n] for n in layers}
+    target = fp4_fraction({n: heur_formats[n] for n in layers}, flops)
+    files = write_policies(args, table, {"flops": flops, "fp4_flop_fraction": target}, out)
 
     configs = [
         ("all nvfp4", {"recipe": "nvfp4_no_hp_layers"}),
         ("NVIDIA heuristic", {"recipe": "nvfp4"}),
-        *[(name, {"policy": files[name]}) for name in policies],
+        *[(name, {"policy": files[name]}) for name in files],
     ]
     rows = []
     for name, kw in configs:
@@ -270,50 +332,8 @@ def main() -> None:
         )
         (out / "results.json").write_text(json.dumps({"rows": rows, "bf16": base}, indent=1))
 
-    b = {s: base[s]["final_val_loss"] for s in args.seeds}
-    bmean = sum(b.values()) / len(b)
-    seed_cols = "".join(f"  seed {s:<3}" for s in args.seeds)
-    print(
-        f"\nfinal validation loss ({FINAL_EVAL_BATCHES} held-out batches), {args.steps} steps, "
-        f"policy chosen at bf16 step {args.calib_steps} on {args.calib_batches} training batches "
-        f"(sensitivity {sens_s:.0f} s); FP4 fraction = share of linear-layer GEMM FLOPs (LM head bf16)"
-    )
-    print(
-        f"{'configuration':<20} {'FP4 FLOPs':>9} {'GEMM x (proxy)':>14} {'x (GB200)':>9}{seed_cols}"
-        f"  {'mean':>7}  {'vs bf16':>8}"
-    )
-    print(
-        f"{'bf16':<20} {'0.0 %':>9} {1.0:>14.2f} {1.0:>9.2f}"
-        + "".join(f"  {b[s]:8.4f}" for s in args.seeds)
-        + f"  {bmean:7.4f}  {'':>8}"
-    )
-    for r in rows:
-        cells = "".join(f"  {r['runs'][s]['final_val_loss']:8.4f}" for s in args.seeds)
-        print(
-            f"{r['name']:<20} {100 * r['fp4_fraction']:>7.1f} % {r['speedup_proxy']:>14.2f} "
-            f"{r['speedup_gb200']:>9.2f}{cells}  {r['mean']:7.4f}  {100 * (r['mean'] - bmean) / bmean:+7.2f}%"
-        )
-    by = {r["name"]: r for r in rows}
-    for auto_name, other in [
-        (a, o)
-        for a in ("auto, loss score", "auto, gradient score")
-        for o in ("all nvfp4", "NVIDIA heuristic")
-    ]:
-        auto = by[auto_name]
-        diffs = [
-            auto["runs"][s]["final_val_loss"] - by[other]["runs"][s]["final_val_loss"] for s in args.seeds
-        ]
-        mean = sum(diffs) / len(diffs)
-        se = (
-            (sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / len(diffs)) ** 0.5
-            if len(diffs) > 1
-            else 0
-        )
-        print(
-            f"{auto_name} - {other}, paired by seed: {', '.join(f'{d:+.4f}' for d in diffs)}; "
-            f"mean {mean:+.4f} +- {se:.4f} (standard error), "
-            f"lower in {sum(d < 0 for d in diffs)} of {len(diffs)}"
-        )
+    print_table(args, rows, base, sens_s)
+    print_paired(args, rows)
     plot(
         rows,
         base,

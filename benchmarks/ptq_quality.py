@@ -11,8 +11,10 @@ briefly with the bf16 recipe, its fp32 master weights then loaded into a plain m
 validation loss on the same held-out batches for every scheme, and its increase over fp32.
 
 Plain round-to-nearest PTQ, dynamic activation scales, LM head and embeddings in high precision.
-Literature expectation (shared/research/inference.md §C; arXiv 2509.23202, 2601.09555): MXFP8 about
-lossless, NVFP4 clearly better than MXFP4 under plain rounding.
+Literature expectation (Egiazarian et al., "Bridging the Gap Between Promise and Performance for
+Microscaling FP4 Quantization", https://arxiv.org/abs/2509.23202; the MXFP PTQ benchmark of
+https://arxiv.org/abs/2601.09555): MXFP8 about lossless, NVFP4 clearly better than MXFP4 under plain
+rounding.
 
     python benchmarks/ptq_quality.py [--steps 300] [--threads 1] [--json]
 

@@ -19,7 +19,8 @@ import warnings
 
 import torch
 
-from tenfold.engine.telemetry.recorder import DEFAULT_EVERY, Recorder
+from tenfold.engine.telemetry.recorder import Recorder
+from tenfold.engine.telemetry.records import DEFAULT_EVERY
 from tenfold.train import ByteDataset, TrainConfig, Trainer, stdlib_corpus
 
 

@@ -139,7 +139,7 @@ def test_compiled_callers_trace_inline_without_nested_compilation(monkeypatch):
     s = scheme("mxfp8_e4m3", scale_mode="rceil")
     x = adversarial(512, 256)  # large enough that a plain call would compile a kernel of its own
     want = reference_operand(x, s, 0)
-    monkeypatch.setattr(quant, "_compiled", refuse)
+    monkeypatch.setattr(quant, "compiled_copy", refuse)
     fn = torch.compile(lambda t: operand(t, s, 0), fullgraph=True)
     assert same_values(want, fn(x))
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tenfold.formats import fake, fake_quantize, scheme
+from tenfold.formats.compiled import compiled_copy
 
 from .helpers import same_values
 
@@ -56,13 +57,13 @@ def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch):
 
     s = scheme("mxfp8_e5m2", scale_mode="even")
     monkeypatch.setattr(torch, "compile", broken)
-    fake._compiled.cache_clear()
+    compiled_copy.cache_clear()
     x = torch.randn(64, 64)
     with pytest.warns(UserWarning, match="torch.compile failed"):
         y = fake_quantize(x, s, backend="compiled")
     assert same_values(y, fake_quantize(x, s, backend="reference"))
     fake._COMPILE_FAILED.discard(s)
-    fake._compiled.cache_clear()
+    compiled_copy.cache_clear()
 
 
 @pytest.mark.gpu

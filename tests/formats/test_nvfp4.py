@@ -21,7 +21,8 @@ with warnings.catch_warnings():
 
 
 def tiles_128(kind: str, seed: int = 0) -> torch.Tensor:
-    """128x128 bf16 test tiles: random, and the adversarial cases of the research notes."""
+    """128x128 bf16 test tiles: random, and the adversarial cases (zeros, subnormals, one
+    huge outlier) of Transformer Engine's tests/pytorch/nvfp4/test_nvfp4_quantize_exact.py."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(128, 128, generator=g)
     if kind == "scaled":

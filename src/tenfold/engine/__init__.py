@@ -16,25 +16,23 @@ out, `convert()`, backend selection and delayed-scaling state that checkpoints a
 
 from tenfold.engine.autoprecision.policy import PrecisionPolicy, auto_policy
 from tenfold.engine.autoprecision.sensitivity import SensitivityRow, SensitivityTable, sensitivity
-from tenfold.engine.backend import BACKENDS, BackendChoice, select_backend
+from tenfold.engine.backend import GEMM_BACKENDS, BackendChoice, select_backend
 from tenfold.engine.convert import ConversionPolicy, ConversionReport, LayerDecision, convert
 from tenfold.engine.gemm import GemmPlan, QuantizedLinearFunction, quantized_linear_reference
 from tenfold.engine.linear import QuantConv1D, QuantLinear
 from tenfold.engine.ptq.metrics import EmbeddingAgreement, embedding_agreement, spearman
-from tenfold.engine.ptq.quantize import (
-    PTQ_SCHEMES,
-    InferenceLinear,
-    KeptModule,
-    PTQLayer,
-    PTQReport,
-    quantize_for_inference,
-)
+from tenfold.engine.ptq.quantize import PTQ_SCHEMES, InferenceLinear, quantize_for_inference
+from tenfold.engine.ptq.report import KeptModule, PTQLayer, PTQReport
 from tenfold.engine.recipes import RECIPE_NAMES, GemmQuant, Recipe, recipe, register
 from tenfold.engine.scaling import quantized_layers, reduce_amax, update_scaling
-from tenfold.engine.telemetry.recorder import Recorder, TelemetryConfig
+from tenfold.engine.telemetry.recorder import Recorder
+from tenfold.engine.telemetry.records import TelemetryConfig
+
+BACKENDS = GEMM_BACKENDS  # the name this tuple had before GEMM_BACKENDS; kept for existing callers
 
 __all__ = [
     "BACKENDS",
+    "GEMM_BACKENDS",
     "PTQ_SCHEMES",
     "RECIPE_NAMES",
     "BackendChoice",

@@ -12,10 +12,13 @@ from dataclasses import dataclass
 import torch
 
 from tenfold.engine import native
-from tenfold.engine.recipes import GEMMS, Recipe
+from tenfold.engine.operands import GEMMS
+from tenfold.engine.recipes import Recipe
 from tenfold.formats.scheme import Family
 
-BACKENDS = ("auto", "emulated", "native")
+# how a quantized layer multiplies: fp32 matmuls of dequantized values, or torch._scaled_mm on the codes
+# (not to be confused with `tenfold.formats.fake.QUANT_PATHS`, how its operands are fake-quantized)
+GEMM_BACKENDS = ("auto", "emulated", "native")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,8 +81,8 @@ def select_backend(
     `auto` takes native only on a CUDA GPU that has the tensor cores for every GEMM of the recipe; on a
     CPU it stays emulated (torch's CPU `_scaled_mm` dequantizes, so it buys nothing). An explicit
     `native` that cannot be honoured raises ValueError with the reason."""
-    if requested not in BACKENDS:
-        raise ValueError(f"unknown backend {requested!r}; valid: {', '.join(BACKENDS)}")
+    if requested not in GEMM_BACKENDS:
+        raise ValueError(f"unknown backend {requested!r}; valid: {', '.join(GEMM_BACKENDS)}")
     device = torch.device(device)
     if not recipe.quantizes:
         return BackendChoice(

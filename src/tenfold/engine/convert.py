@@ -4,8 +4,9 @@ Candidates are `nn.Linear` modules and Hugging Face `Conv1D` modules (GPT-2 styl
 name and their (in, out) weight, so transformers need not be imported). A candidate stays in high
 precision, with the reason recorded, when:
 
-* its qualified name misses every `include` pattern, or hits an `exclude` pattern (by default the LM
-  head, which NVIDIA's FP8 and NVFP4 recipes keep in BF16: arXiv 2509.25149 §4.1);
+* its qualified name misses every `include` pattern, or hits an `exclude` pattern (by default the LM head,
+  which NVIDIA's FP8 and NVFP4 recipes keep in BF16: NVIDIA, "Pretraining Large Language Models with NVFP4",
+  arXiv 2509.25149 §4.1, https://arxiv.org/abs/2509.25149);
 * it sits in one of the first `hp_first_blocks` or last `hp_last_blocks` transformer blocks (block index
   parsed from the name with `block_pattern`; by default the tail is ceil(recipe.hp_tail x n_blocks));
 * its shape does not fit the recipe's blocks along a reduction dimension (with `require_block_fit`):
@@ -25,11 +26,11 @@ from typing import Any
 from torch import nn
 
 from tenfold.engine.autoprecision.policy import PrecisionPolicy
-from tenfold.engine.backend import BACKENDS
+from tenfold.engine.backend import GEMM_BACKENDS
 from tenfold.engine.linear import QuantConv1D, QuantLinear
-from tenfold.engine.quant import QUANT_BACKENDS
 from tenfold.engine.recipes import Recipe
 from tenfold.engine.recipes import recipe as build_recipe
+from tenfold.formats.fake import QUANT_PATHS
 from tenfold.formats.scheme import Family
 
 DEFAULT_BLOCK_PATTERN = r"(?:^|\.)(?:blocks|layers|layer|h)\.(\d+)(?:\.|$)"
@@ -78,12 +79,10 @@ class ConversionPolicy:
             raise ValueError(f"hp_first_blocks must be >= 0, got {self.hp_first_blocks}")
         if self.hp_last_blocks is not None and self.hp_last_blocks < 0:
             raise ValueError(f"hp_last_blocks must be >= 0 or None, got {self.hp_last_blocks}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend {self.backend!r} is not one of: {', '.join(BACKENDS)}")
-        if self.quant_backend not in QUANT_BACKENDS:
-            raise ValueError(
-                f"quant_backend {self.quant_backend!r} is not one of: {', '.join(QUANT_BACKENDS)}"
-            )
+        if self.backend not in GEMM_BACKENDS:
+            raise ValueError(f"backend {self.backend!r} is not one of: {', '.join(GEMM_BACKENDS)}")
+        if self.quant_backend not in QUANT_PATHS:
+            raise ValueError(f"quant_backend {self.quant_backend!r} is not one of: {', '.join(QUANT_PATHS)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,7 +152,9 @@ class ConversionReport:
         return "\n".join(lines)
 
 
-def _is_conv1d(m: nn.Module) -> bool:
+def is_conv1d(m: nn.Module) -> bool:
+    """Whether `m` is a Hugging Face GPT-2 style `Conv1D` (weight (in, out), y = x·W + b), recognised by
+    class name and shape so that transformers need not be imported."""
     w = getattr(m, "weight", None)
     return type(m).__name__ == "Conv1D" and hasattr(m, "nf") and w is not None and w.ndim == 2
 
@@ -165,7 +166,7 @@ def _candidates(model: nn.Module) -> list[tuple[str, nn.Module, str]]:
             continue
         if isinstance(m, nn.Linear):
             out.append((name, m, "Linear"))
-        elif _is_conv1d(m):
+        elif is_conv1d(m):
             out.append((name, m, "Conv1D"))
     return out
 
@@ -255,7 +256,7 @@ def convert(
             quant_backend=pol.quant_backend,
         )
         seed_index += 1
-        _replace(model, name, q)
+        replace_module(model, name, q)
         decisions.append(
             LayerDecision(
                 **common,
@@ -303,7 +304,8 @@ def _convert_per_layer(model: nn.Module, pp: PrecisionPolicy, pol: ConversionPol
     return ConversionReport(recipe="policy", n_blocks=0, hp_blocks=(), layers=tuple(decisions))
 
 
-def _replace(model: nn.Module, name: str, new: nn.Module) -> None:
+def replace_module(model: nn.Module, name: str, new: nn.Module) -> None:
+    """Put `new` in `model` at the qualified name `name` (in place of the module there)."""
     if not name:
         raise ValueError("convert() cannot replace the root module itself; wrap it in a container")
     parent_name, _, child = name.rpartition(".")

@@ -1,17 +1,18 @@
 """The quantized linear GEMMs as one autograd function, with fprop, dgrad and wgrad written out.
 
 For y = x·Wᵀ + b with x flattened to (T, in) and W (out, in), each operand quantized along its GEMM's
-reduction axis (Q_k: blocks along axis k of the matrix as stored):
+reduction axis (Q_k: blocks along axis k of the matrix as stored; the table is `operands.OPERANDS`):
 
     fprop   out = Q_1(x) · Q_1(W)ᵀ       reduction over in-features
     dgrad   dx  = Q_1(dy) · Q_0(W)       reduction over out-features
     wgrad   dW  = Q_0(dy)ᵀ · Q_0(x)      reduction over tokens
 
-Operands are quantized in the layout they are stored in (`quant.operand`), and the products are fp32
-matmuls of the dequantized values (`emulated`) or `torch._scaled_mm` on the codes (`native`, see
-`native.py`). An operand quantization is reused across GEMMs only where the values are provably the
-same: per-tensor scales and 2-D blocks do not depend on the axis (the 16x16 NVFP4 and 128x128 FP8
-weight blocks give W and Wᵀ the same codes, arXiv 2509.25149 §4.3); stochastic rounding is never reused.
+Operands are quantized in the layout they are stored in (`quant.operand`), and the products are fp32 matmuls
+of the dequantized values (`emulated`) or `torch._scaled_mm` on the codes (`native`, see `native.py`). An
+operand quantization is reused across GEMMs only where the values are provably the same: per-tensor scales and
+2-D blocks do not depend on the axis (the 16x16 NVFP4 and 128x128 FP8 weight blocks give W and Wᵀ the same
+codes: NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149 §4.3,
+https://arxiv.org/abs/2509.25149); stochastic rounding is never reused.
 
 `quantized_linear_reference` computes the same three products with the formats core's plain reference
 quantizer; tests hold `QuantizedLinearFunction` bit-exact to it.
@@ -24,12 +25,12 @@ from dataclasses import dataclass
 import torch
 
 from tenfold.engine import native
+from tenfold.engine.operands import OPERANDS, TENSOR_INDEX
 from tenfold.engine.quant import axis_matters, operand, reference_operand
 from tenfold.formats import Scheme
 from tenfold.formats.rounding import Rounding
 from tenfold.formats.scheme import Scaling
 
-TENSOR_INDEX = {"x": 0, "w": 1, "dy": 2}
 SR_STRIDE = 1 << 32  # noise counter advance per step: element i of step n uses counter n * 2^32 + i
 
 
@@ -67,7 +68,7 @@ class GemmPlan:
     @property
     def stochastic(self) -> bool:
         """Whether any operand rounds stochastically (then the step counter advances per backward)."""
-        ops = (self.fprop_a, self.fprop_b, self.dgrad_a, self.dgrad_b, self.wgrad_a, self.wgrad_b)
+        ops = (getattr(self, o.slot) for o in OPERANDS)
         return any(s is not None and s.rounding == Rounding.STOCHASTIC for s in ops)
 
     def delayed(self, s: Scheme | None) -> bool:
@@ -103,8 +104,11 @@ def _q(
     return operand(x, s, axis, scale=scale, offset=offset, backend=backend)
 
 
-def _observe(history: torch.Tensor | None, tensor: str, x: torch.Tensor) -> None:
-    """Record a tensor's amax in slot 0 of its delayed-scaling history row (in place)."""
+def observe_amax(history: torch.Tensor | None, tensor: str, x: torch.Tensor) -> None:
+    """Record the amax of `x` (tensor x, w or dy) in slot 0 of its delayed-scaling history row, in place.
+
+    `history` is a layer's (3, L) amax buffer (None when nothing is delayed); slot 0 keeps the running
+    maximum of the current step until `QuantLinear.update_scaling` rolls it."""
     if history is not None:
         i = TENSOR_INDEX[tensor]
         history[i, 0] = torch.maximum(history[i, 0], x.detach().abs().amax().to(torch.float32))
@@ -161,7 +165,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
         x_dtype, w_dtype, b_dtype = ctx.dtypes
         be = plan.quant_backend
         if plan.delayed(plan.dgrad_a) or plan.delayed(plan.wgrad_a):
-            _observe(history, "dy", dy)
+            observe_amax(history, "dy", dy)
         dx = dw = db = None
         dyq = None
         if ctx.needs_input_grad[0]:
@@ -207,12 +211,12 @@ def quantized_linear_reference(
     The same products as `QuantizedLinearFunction` with no reuse and no fusion: the oracle of the tests.
     """
     off = torch.tensor(offset, dtype=torch.int64)
-    x, weight, dy = (t.detach() for t in (x, weight, dy))
-
-    def q(t: torch.Tensor, s: Scheme | None, axis: int, name: str) -> torch.Tensor:
-        return _q(t, s, axis, scales, name, off, "reference")
-
-    out = torch.mm(q(x, plan.fprop_a, 1, "x"), q(weight, plan.fprop_b, 1, "w").t())
-    dx = torch.mm(q(dy, plan.dgrad_a, 1, "dy"), q(weight, plan.dgrad_b, 0, "w"))
-    dw = torch.mm(q(dy, plan.wgrad_a, 0, "dy").t(), q(x, plan.wgrad_b, 0, "x"))
+    tensors = {"x": x.detach(), "w": weight.detach(), "dy": dy.detach()}
+    q = {
+        o.slot: _q(tensors[o.tensor], getattr(plan, o.slot), o.axis, scales, o.tensor, off, "reference")
+        for o in OPERANDS
+    }
+    out = torch.mm(q["fprop_a"], q["fprop_b"].t())
+    dx = torch.mm(q["dgrad_a"], q["dgrad_b"])
+    dw = torch.mm(q["wgrad_a"].t(), q["wgrad_b"])
     return out, dx, dw

@@ -25,18 +25,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from tenfold.engine.backend import BackendChoice, select_backend
-from tenfold.engine.gemm import TENSOR_INDEX, GemmPlan, QuantizedLinearFunction, _observe
-from tenfold.engine.recipes import GEMMS, Recipe
+from tenfold.engine.gemm import GemmPlan, QuantizedLinearFunction, observe_amax
+from tenfold.engine.operands import OPERANDS, TENSOR_INDEX
+from tenfold.engine.recipes import Recipe
 from tenfold.formats import AmaxHistory, Scheme
 from tenfold.formats.rounding import Rounding
 from tenfold.formats.scheme import TE_HADAMARD_SIGNS
 
-SLOTS = tuple((g, side) for g in GEMMS for side in ("a", "b"))
-
 
 def slot_seed(module_seed: int, slot: int) -> int:
-    """Seed of one operand slot (0..5) of a module: distinct streams for every (module, operand)."""
-    return module_seed * len(SLOTS) + slot
+    """Seed of one operand slot (0..5, the order of `operands.OPERANDS`) of a module: distinct streams
+    for every (module, operand)."""
+    return module_seed * len(OPERANDS) + slot
 
 
 class QuantLinear(nn.Module):
@@ -171,14 +171,9 @@ class QuantLinear(nn.Module):
                 opts["hadamard_signs"] = signs
             return s.with_options(**opts) if opts else s
 
-        schemes = [resolve(i, self.recipe.operand(g, side)) for i, (g, side) in enumerate(SLOTS)]
+        schemes = {o.slot: resolve(i, self.recipe.operand(o.gemm, o.side)) for i, o in enumerate(OPERANDS)}
         self.plan = GemmPlan(
-            fprop_a=schemes[0],
-            fprop_b=schemes[1],
-            dgrad_a=schemes[2],
-            dgrad_b=schemes[3],
-            wgrad_a=schemes[4],
-            wgrad_b=schemes[5],
+            **schemes,
             quant_backend=self.quant_backend,
             native=self.backend_choice.backend == "native",
         )
@@ -198,7 +193,7 @@ class QuantLinear(nn.Module):
         if hist is not None and training:
             for t, v in (("x", x2), ("w", w)):
                 if t in self.delayed:
-                    _observe(hist, t, v)
+                    observe_amax(hist, t, v)
         lead = tuple(x.shape[:-1])
         fn = QuantizedLinearFunction.apply
         return fn(x2, w, self.bias, self.scale, hist, self.sr_step, self.plan, lead)

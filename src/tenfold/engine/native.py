@@ -8,10 +8,10 @@ uses), so native and emulated differ only in how the products are accumulated. S
 * MXFP8 / MXFP4 (`BlockWise1x32`, E8M0 scales) and NVFP4 (`BlockWise1x16` E4M3 scales plus the fp32
   tensor scale): SM100 (B200/GB200), through `torch.nn.functional.scaled_mm` (torch >= 2.10).
 
-Scales of block formats go to cuBLAS in its swizzled layout ("1D block scaling factors layout", cuBLAS
-docs §3.1.5.1: 128x4 tiles of the (rows, K/block) scale matrix, stored as 32 x 16 with row 32i+j of a
-tile at offset 16j + 4i). E5M2 x E5M2 is not a cuBLAS FP8 combination; FP6, MX INT8 and the DeepSeek
-block-FP8 layouts have no native path here and run emulated.
+Scales of block formats go to cuBLAS in its swizzled layout (cuBLAS docs §3.1.5.1, "1D Block Scaling
+Factors Layout", https://docs.nvidia.com/cuda/cublas/: 128x4 tiles of the (rows, K/block) scale matrix,
+stored as 32 x 16 with row 32i+j of a tile at offset 16j + 4i). E5M2 x E5M2 is not a cuBLAS FP8
+combination; FP6, MX INT8 and the DeepSeek block-FP8 layouts have no native path here and run emulated.
 """
 
 from __future__ import annotations

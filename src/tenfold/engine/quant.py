@@ -15,15 +15,16 @@ Two paths with the same signature give the same bits (tests hold them equal):
 * `reference_operand`: `tenfold.formats.quantize` to codes and scales, then decode (the plain reference);
 * `operand`: a fused computation on a blocked *view* of the operand (blocks of rows or of columns,
   reduced in place), built from the formats core's own scale and rounding functions in the same order,
-  compiled with torch.compile for large operands, traced inline when the caller is being compiled.
+  compiled with torch.compile for large operands (the kernel cache of `tenfold.formats.compiled`),
+  traced inline when the caller is being compiled.
+
+`blocked_parts` exposes the fused path's intermediate values (for the telemetry recorder).
 """
 
 from __future__ import annotations
 
-import functools
-import types
 import warnings
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -32,12 +33,11 @@ from tenfold.formats import AmaxHistory, Scheme, quantize
 from tenfold.formats import fp8 as fp8_math
 from tenfold.formats import nvfp4 as nvfp4_math
 from tenfold.formats.blocking import from_working
+from tenfold.formats.compiled import COMPILE_MIN_NUMEL, compiled_copy
 from tenfold.formats.e8m0 import decode_e8m0, quantization_reciprocal, select_exponent
+from tenfold.formats.fake import QUANT_PATHS
 from tenfold.formats.rounding import Rounding, round_to_grid, round_to_grid_fast, sr_noise
 from tenfold.formats.scheme import HADAMARD_SIZE, Family, Scaling
-
-COMPILE_MIN_NUMEL = 1 << 16
-QUANT_BACKENDS = ("auto", "reference", "eager", "compiled")
 
 
 def axis_matters(s: Scheme) -> bool:
@@ -147,6 +147,23 @@ def _prepare(
     return xp, sc, torch.tensor(1.0, device=x.device) / sc, one
 
 
+def _noise(
+    xp: torch.Tensor, v: torch.Tensor, s: Scheme, axis: int, offset: int | torch.Tensor
+) -> torch.Tensor | None:
+    """Stochastic-rounding noise for the padded operand `xp`, shaped like its blocked view `v`.
+
+    Element noise is indexed by position in the formats working layout (blocked axis last), so the
+    fused path draws the same noise as the reference quantizer."""
+    if s.rounding != Rounding.STOCHASTIC:
+        return None
+    pr, pc = xp.shape
+    if axis == 0 and axis_matters(s):
+        noise = sr_noise((pc, pr), s.seed, offset, xp.device).t()
+    else:
+        noise = sr_noise((pr, pc), s.seed, offset, xp.device)
+    return noise.reshape(v.shape)
+
+
 def _apply(
     xp: torch.Tensor,
     enc: torch.Tensor,
@@ -161,15 +178,7 @@ def _apply(
     """Stage 2: round every element with its block's factors; back to the natural (rows, cols) layout."""
     pr, pc = xp.shape
     v, _ = _blocked(xp, s, axis)
-    noise = None
-    if s.rounding == Rounding.STOCHASTIC:
-        # element noise is indexed by position in the formats working layout (blocked axis last)
-        if axis == 0 and axis_matters(s):
-            noise = sr_noise((pc, pr), s.seed, offset, xp.device).t()
-        else:
-            noise = sr_noise((pr, pc), s.seed, offset, xp.device)
-        noise = noise.reshape(v.shape)
-    q = _round(v * enc, s, noise)
+    q = _round(v * enc, s, _noise(xp, v, s, axis, offset))
     return (q * dec1 * dec2).reshape(pr, pc)[:rows, :cols]
 
 
@@ -179,19 +188,6 @@ def _fused_operand(
     """Fake quantization of 2-D `x` along `axis` in the GEMM domain (fp32, natural layout, same shape)."""
     xp, enc, dec1, dec2 = _prepare(x, s, axis, scale)
     return _apply(xp, enc, dec1, dec2, s, axis, offset, x.shape[0], x.shape[1])
-
-
-@functools.lru_cache(maxsize=1024)
-def _compiled(
-    stage: str, s: Scheme, axis: int, shape: tuple[int, ...], dtype: torch.dtype, device: str
-) -> Callable[..., torch.Tensor]:
-    """A static-shape compiled copy of one stage per key (own code object, hence own dynamo cache).
-
-    The two stages compile separately on purpose: fused into one kernel, inductor recomputes each
-    block's scale (divisions, an E4M3 cast) for every element, or scalarises it per block."""
-    f = _prepare if stage == "prepare" else _apply
-    fn = types.FunctionType(f.__code__.replace(), f.__globals__, f"{f.__name__}_{s.name}_{axis}")
-    return torch.compile(fn, dynamic=False)
 
 
 _COMPILE_FAILED: set[Scheme] = set()
@@ -221,11 +217,12 @@ def operand(
 
     `scale`: the per-tensor FP8 scale of delayed scaling (a 1-element tensor), else None.
     `offset`: stochastic-rounding counter offset (int or int64 tensor).
-    `backend`: auto | eager | compiled | reference (the last calls `reference_operand`).
+    `backend`: one of `QUANT_PATHS`: auto | eager | compiled | reference (the last calls
+    `reference_operand`).
     """
     _check(x, s, axis, scale)
-    if backend not in QUANT_BACKENDS:
-        raise ValueError(f"unknown quantization backend {backend!r}; valid: {', '.join(QUANT_BACKENDS)}")
+    if backend not in QUANT_PATHS:
+        raise ValueError(f"unknown quantization backend {backend!r}; valid: {', '.join(QUANT_PATHS)}")
     if backend == "reference":
         return reference_operand(x, s, axis, scale=scale, offset=offset)
     x = x.detach()
@@ -234,10 +231,13 @@ def operand(
         return _fused_operand(x, s, axis, scale, offset)
     if s not in _COMPILE_FAILED:
         try:
+            # the two stages compile separately on purpose: fused into one kernel, inductor recomputes
+            # each block's scale (divisions, an E4M3 cast) for every element, or scalarises it per block
             key = (s, axis, tuple(x.shape), x.dtype, x.device.type)
+            label = f"{s.name}_{axis}"
             off = offset if isinstance(offset, torch.Tensor) else torch.tensor(offset)
-            xp, enc, dec1, dec2 = _compiled("prepare", *key)(x, s, axis, scale)
-            apply = _compiled("apply", *key)
+            xp, enc, dec1, dec2 = compiled_copy(_prepare, label, key)(x, s, axis, scale)
+            apply = compiled_copy(_apply, label, key)
             off = off.to(device=x.device, dtype=torch.int64)
             return apply(xp, enc, dec1, dec2, s, axis, off, x.shape[0], x.shape[1])
         except Exception as err:  # no C++ toolchain or Triton: keep training, eagerly
@@ -265,3 +265,44 @@ def reference_operand(
     off = int(offset) if isinstance(offset, torch.Tensor) else offset
     q = quantize(x.detach(), sa, state=state, offset=off)
     return from_working(q.dequantize_working(), sa, tuple(x.shape)).contiguous()
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockedParts:
+    """The fused path's intermediate values for one operand, in the blocked view of the padded operand.
+
+    Fields:
+        v: the (padded, rotated) operand, each scale block's elements along `dims`.
+        dims: the dims of `v` that one block reduces over (None: the whole tensor is one block).
+        scaled: v · enc, the values rounded to the element grid.
+        q: the rounded elements.
+        dec1, dec2: the decode factors (first-level block scale; NVFP4's tensor scale, else 1).
+    """
+
+    v: torch.Tensor
+    dims: tuple[int, ...] | None
+    scaled: torch.Tensor
+    q: torch.Tensor
+    dec1: torch.Tensor
+    dec2: torch.Tensor
+
+    @property
+    def decoded(self) -> torch.Tensor:
+        """q · dec1 · dec2: the values the GEMM multiplies, in the blocked view."""
+        return self.q * self.dec1 * self.dec2
+
+
+def blocked_parts(
+    x: torch.Tensor, s: Scheme, axis: int, *, scale: torch.Tensor | None = None, offset: int = 0
+) -> BlockedParts:
+    """Quantize the 2-D operand `x` along `axis` by the fused path's own stages, keeping every step.
+
+    The operations and their order are those of `operand` (stage 1, then rounding and decoding as in
+    stage 2), eagerly, so `decoded` holds the very bits `operand` returns (tests hold them equal); the
+    telemetry recorder measures clipping, underflow and scales from these parts."""
+    _check(x, s, axis, scale)
+    xp, enc, dec1, dec2 = _prepare(x.detach(), s, axis, scale)
+    v, dims = _blocked(xp, s, axis)
+    scaled = v * enc
+    q = _round(scaled, s, _noise(xp, v, s, axis, offset))
+    return BlockedParts(v=v, dims=dims, scaled=scaled, q=q, dec1=dec1, dec2=dec2)

@@ -1,15 +1,12 @@
 """Training recipes: for each of a linear layer's three GEMMs, how each operand is quantized.
 
-A linear layer y = x·Wᵀ runs three GEMMs per step (x: tokens × in, W: out × in, dy: tokens × out):
-
-* ``fprop``: out = x·Wᵀ, reduction over in-features; operands (a, b) = (x, W);
-* ``dgrad``: dx = dy·W, reduction over out-features; operands (a, b) = (dy, W);
-* ``wgrad``: dW = dyᵀ·x, reduction over tokens; operands (a, b) = (dy, x).
-
+The three GEMMs (fprop, dgrad, wgrad) and their operands (a, b) are tabulated in `operands.py`.
 A recipe gives a `Scheme` (or None: high precision) per operand. Blocks always run along the GEMM's
 reduction axis; the engine places them there, so recipe schemes keep the default `axis=-1`. Recipes are
 named code: one registry dict filled by the `register` decorator; `recipe(name, **overrides)` builds one.
-Sources per recipe are cited in each builder's docstring (details in shared/research/numerics.md).
+Sources per recipe are cited in each builder's docstring. TE's recipes are the classes of
+transformer_engine/common/recipe/__init__.py (https://github.com/NVIDIA/TransformerEngine); torchao's are
+`torchao.float8.Float8LinearConfig.from_recipe_name` (https://github.com/pytorch/ao).
 """
 
 from __future__ import annotations
@@ -18,19 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from tenfold.engine.operands import GEMMS, OPERANDS, SIDES, TENSORS
 from tenfold.formats import AmaxAlgo, Scaling, Scheme, scheme
-
-GEMMS = ("fprop", "dgrad", "wgrad")
-# (gemm, operand) -> which tensor it is; delayed-scaling state is kept per tensor, as in TE.
-OPERAND_TENSORS = {
-    ("fprop", "a"): "x",
-    ("fprop", "b"): "w",
-    ("dgrad", "a"): "dy",
-    ("dgrad", "b"): "w",
-    ("wgrad", "a"): "dy",
-    ("wgrad", "b"): "x",
-}
-TENSORS = ("x", "w", "dy")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,7 +32,7 @@ class GemmQuant:
     b: Scheme | None = None
 
     def __post_init__(self) -> None:
-        for side in ("a", "b"):
+        for side in SIDES:
             s = getattr(self, side)
             if s is not None and not isinstance(s, Scheme):
                 raise ValueError(f"operand {side} must be a tenfold.formats.Scheme or None, got {s!r}")
@@ -132,7 +118,7 @@ class Recipe:
 
     def schemes_of(self, tensor: str) -> list[Scheme | None]:
         """The schemes that quantize one tensor (x, w or dy) across the three GEMMs."""
-        return [self.operand(g, side) for (g, side), t in OPERAND_TENSORS.items() if t == tensor]
+        return [self.operand(o.gemm, o.side) for o in OPERANDS if o.tensor == tensor]
 
     @property
     def quantizes(self) -> bool:
@@ -152,7 +138,8 @@ class Recipe:
         return any(s is not None and s.rounding.value == "stochastic" for s in self.all_schemes())
 
     def all_schemes(self) -> list[Scheme | None]:
-        return [self.operand(g, side) for g in GEMMS for side in ("a", "b")]
+        """The six operand schemes in the table order of `operands.OPERANDS` (slots 0..5)."""
+        return [self.operand(o.gemm, o.side) for o in OPERANDS]
 
     def describe(self) -> dict[str, Any]:
         """Plain-data view (for --json, reports and logs)."""
@@ -254,8 +241,9 @@ def _fp8_rowwise() -> Recipe:
 
 @register("fp8_block")
 def _fp8_block() -> Recipe:
-    """DeepSeek-V3 §3.3 / TE `Float8BlockScaling`: E4M3 everywhere; 1x128 tiles for activations and
-    gradients (128x1 along tokens in wgrad), 128x128 blocks for weights; power-of-two scales (TE default)."""
+    """DeepSeek-V3 technical report §3.3 (https://arxiv.org/abs/2412.19437) / TE `Float8BlockScaling`:
+    E4M3 everywhere; 1x128 tiles for activations and gradients (128x1 along tokens in wgrad), 128x128
+    blocks for weights; power-of-two scales (TE default)."""
     act = scheme("fp8_e4m3_block1x128")
     w = scheme("fp8_e4m3_block128x128")
     return Recipe(
@@ -269,8 +257,9 @@ def _fp8_block() -> Recipe:
 
 @register("mxfp8")
 def _mxfp8() -> Recipe:
-    """TE `MXFP8BlockScaling` / Mishra et al. 2025 (arXiv 2506.08027): MXFP8 E4M3 for all operands (also
-    gradients: E5M2 gradients diverge, Megatron-Bridge PR#638), round-up (RCEIL) E8M0 scales."""
+    """TE `MXFP8BlockScaling` / Mishra et al. 2025, "Recipes for pre-training LLMs with MXFP8"
+    (https://arxiv.org/abs/2506.08027): MXFP8 E4M3 for all operands (also gradients: E5M2 gradients
+    diverge, github.com/NVIDIA-NeMo/Megatron-Bridge pull request 638), round-up (RCEIL) E8M0 scales."""
     s = scheme("mxfp8_e4m3", scale_mode="rceil")
     return same_everywhere(s, "MXFP8 E4M3 everywhere, RCEIL scales (TE/cuBLAS)", "mxfp8")
 
@@ -283,11 +272,14 @@ def _mxfp8_floor() -> Recipe:
 
 
 def _nvfp4(name: str, *, rht: bool = True, sr: bool = True, two_d: bool = True, hp: bool = True) -> Recipe:
-    """NVIDIA's NVFP4 recipe (arXiv 2509.25149 §4; TE `NVFP4BlockScaling`): 1x16 activations and
-    gradients, 2-D 16x16 weight blocks (the same codes for W and Wᵀ), a 16-point random Hadamard transform
-    on the wgrad GEMM's inputs only, stochastic rounding on gradients, round-to-nearest elsewhere, and the
-    last blocks in high precision. The blog post on Llama3-8B keeps the last 4 of 32 layers in BF16
-    (developer.nvidia.com, 2026-02-23), hence hp_tail = 0.125; the paper keeps ~15 % of linears."""
+    """NVIDIA's NVFP4 recipe (NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149 §4,
+    https://arxiv.org/abs/2509.25149; TE `NVFP4BlockScaling`): 1x16 activations and gradients, 2-D 16x16
+    weight blocks (the same codes for W and Wᵀ), a 16-point random Hadamard transform on the wgrad GEMM's
+    inputs only, stochastic rounding on gradients, round-to-nearest elsewhere, and the last blocks in high
+    precision. NVIDIA's blog post of 2026-02-23 on Llama3-8B keeps the last 4 of 32 layers in BF16, hence
+    hp_tail = 0.125 (the paper keeps ~15 % of linears):
+    https://developer.nvidia.com/blog/using-nvfp4-low-precision-model-training-for-higher-throughput-without-losing-accuracy/
+    """
     act = scheme("nvfp4")
     w = scheme("nvfp4_2d") if two_d else scheme("nvfp4")
     grad = scheme("nvfp4", rounding="stochastic") if sr else scheme("nvfp4")

@@ -2,8 +2,9 @@
 
 Call `update_scaling(model)` once per optimizer step (after backward). It all-reduces the step's
 amaxes (slot 0 of every history) with MAX over the process group, so all ranks see the same history
-and compute the same scales, then applies TE's update rule in every `QuantLinear` (TE `DelayedScaling`
-with `reduce_amax=True`; research notes §3). Without torch.distributed initialised it only updates.
+and compute the same scales, then applies TE's update rule in every `QuantLinear` (Transformer Engine's
+`DelayedScaling` with `reduce_amax=True`, defined in transformer_engine/common/recipe/__init__.py,
+https://github.com/NVIDIA/TransformerEngine). Without torch.distributed initialised it only updates.
 FSDP2 (`fully_shard`) unshards weights before forward, so each rank's weight amax is already global;
 activations and gradients differ per rank, which is what the reduction is for.
 """

@@ -1,15 +1,18 @@
 """E8M0 shared scales of the MX formats: choosing the exponent of a block, encoding and decoding it.
 
-E8M0 (OCP MX v1.0 §5.4) is an unsigned 8-bit exponent with bias 127: code c in 0..254 means 2^(c-127),
-0xFF is NaN; there is no zero and no infinity. Code 0 = 2^-127 is an fp32 subnormal.
+E8M0 (OCP Microscaling Formats (MX) v1.0 spec §5.4,
+https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf) is an unsigned
+8-bit exponent with bias 127: code c in 0..254 means 2^(c-127), 0xFF is NaN; there is no zero and no
+infinity. Code 0 = 2^-127 is an fp32 subnormal.
 
 Scale modes (how the block amax picks the exponent):
 
-* ``floor`` (OCP MX v1.0 §6.3, Rouhani et al. 2023 Alg. 1): floor(log2 amax) - emax_elem. The scaled block
-  maximum lands in [2^emax, 2^(emax+1)), which can exceed the element max and clip: up to 12.5 % on E4M3
-  (448 vs 512) and 25 % on E2M1 (6 vs 8).
-* ``rceil`` (cuBLAS "1D block quantization", Transformer Engine `float_to_e8m0(amax * max_norm_rcp)`):
-  round amax / elem_max up to a power of two, so the scaled maximum never exceeds the element max.
+* ``floor`` (OCP MX v1.0 spec §6.3; Rouhani et al. 2023, https://arxiv.org/abs/2310.10537, Algorithm 1):
+  floor(log2 amax) - emax_elem. The scaled block maximum lands in [2^emax, 2^(emax+1)), which can exceed
+  the element max and clip: up to 12.5 % on E4M3 (448 vs 512) and 25 % on E2M1 (6 vs 8).
+* ``rceil`` (cuBLAS docs, "1D block quantization", https://docs.nvidia.com/cuda/cublas/#d-block-quantization;
+  Transformer Engine `float_to_e8m0(amax * max_norm_rcp)`): round amax / elem_max up to a power of two,
+  so the scaled maximum never exceeds the element max.
 * ``ceil`` (torchao CEIL): floor(log2 amax) + [mantissa(amax) != 0] - emax_elem.
 * ``even`` (torchao EVEN): round amax to `mbits` mantissa bits before taking floor(log2).
 

@@ -5,8 +5,9 @@ Values are emulated in fp32: a value is on a format's grid when it is an integer
 format's quantum for its binade (see `tenfold.formats.rounding`). MX INT8 is treated as a format with no
 exponent bits: a fixed quantum of 2^-6 and magnitudes up to 127/64 (OCP MX v1.0 §5.3.2).
 
-Source for every constant: OCP Microscaling Formats (MX) v1.0, §5 (element formats), and the table in
-`shared/research/numerics.md` §1.
+Source for every constant: OCP Microscaling Formats (MX) v1.0 spec, §5 (element formats),
+https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf; FP8 E4M3 and
+E5M2 are the spec's MXFP8 elements (torch's float8_e4m3fn and float8_e5m2).
 """
 
 from __future__ import annotations

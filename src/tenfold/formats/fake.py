@@ -11,27 +11,27 @@ reference; `backend=` picks one explicitly:
 * ``"compiled"``: the fused function under torch.compile (falls back to eager if compilation fails);
 * ``"auto"`` (default): compiled for tensors of at least `COMPILE_MIN_NUMEL` elements, eager below.
 
-Compiled functions are memoised per scheme (a cache of compiled kernels, not state that changes results).
+Compiled functions are memoised per (scheme, shape, dtype, device) in `tenfold.formats.compiled`, the
+cache the engine's GEMM operands share.
 """
 
 from __future__ import annotations
 
-import functools
-import types
 import warnings
-from collections.abc import Callable
 
 import torch
 
 from tenfold.formats import fp8, mx, nvfp4
 from tenfold.formats.blocking import from_working, untile
+from tenfold.formats.compiled import COMPILE_MIN_NUMEL, compiled_copy
 from tenfold.formats.hadamard import rotate
 from tenfold.formats.quantize import check_input, noise_for, quantize, working_tiles
 from tenfold.formats.scheme import Family, Scaling, Scheme
 from tenfold.formats.state import AmaxHistory
 
-COMPILE_MIN_NUMEL = 1 << 16
-BACKENDS = ("auto", "reference", "eager", "compiled")
+# how a tensor is fake-quantized (the `backend=` of `fake_quantize` and of the engine's GEMM operands);
+# not to be confused with the GEMM backends (emulated or native matmuls) of `tenfold.engine.backend`
+QUANT_PATHS = ("auto", "reference", "eager", "compiled")
 
 
 def _fused(
@@ -54,30 +54,13 @@ def _fused(
     return from_working(xw, s, tuple(x.shape)).to(x.dtype)
 
 
-@functools.lru_cache(maxsize=256)
-def _compiled(
-    s: Scheme, shape: tuple[int, ...], dtype: torch.dtype, device: str
-) -> Callable[..., torch.Tensor]:
-    """A static-shape compiled copy of `_fused` for one (scheme, shape, dtype, device).
-
-    Dynamo keeps its cache on the code object, so every key gets its own copy of `_fused`'s code: a
-    second scheme or shape then compiles afresh with static shapes instead of counting as a recompile of
-    one function (which would switch on dynamic shapes, about 2x slower here, and hit the recompile limit).
-    The copy itself is compiled, not a `functools.partial` of it: dynamo traces a partial through one
-    shared wrapper frame, whose cache then fills up after 8 keys and every later key silently runs eager.
-    """
-    code = _fused.__code__.replace()
-    fn = types.FunctionType(code, _fused.__globals__, f"_fused_{s.name}")
-    return torch.compile(fn, dynamic=False)
-
-
 _COMPILE_FAILED: set[Scheme] = set()
 
 
 def _run_compiled(x: torch.Tensor, s: Scheme, scale: torch.Tensor | None, offset: int) -> torch.Tensor:
     if s not in _COMPILE_FAILED:
         try:
-            fn = _compiled(s, tuple(x.shape), x.dtype, x.device.type)
+            fn = compiled_copy(_fused, s.name, (s, tuple(x.shape), x.dtype, x.device.type))
             # the offset travels as a tensor so that a new stochastic-rounding offset is not a recompile
             return fn(x, s, scale, torch.tensor(offset, dtype=torch.int64, device=x.device))
         except Exception as err:  # compilers can be missing (no C++ toolchain, no Triton)
@@ -102,8 +85,8 @@ def fake_quantize(
     `offset` advances the stochastic-rounding counter.
     """
     check_input(x, scheme)
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
+    if backend not in QUANT_PATHS:
+        raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(QUANT_PATHS)}")
     if backend == "reference" or x.numel() == 0:
         return quantize(x, scheme, state=state, offset=offset).dequantize()
     x = x.detach()

@@ -2,7 +2,9 @@
 
 H = diag(S) . H16 / 4, with H16 the Sylvester Hadamard matrix and S a fixed sign vector (TE's default in
 `tenfold.formats.scheme.TE_HADAMARD_SIGNS`). It is applied to consecutive 16-element tiles of the last
-axis: x' = x . H (arXiv 2509.25149 §4.2; TE `NVFP4QuantizerRef._apply_rht`). H is orthogonal, so
+axis: x' = x . H (NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149 §4.2,
+https://arxiv.org/abs/2509.25149; Transformer Engine's `NVFP4QuantizerRef._apply_rht`, in
+transformer_engine/pytorch/custom_recipes/reference_nvfp4.py). H is orthogonal, so
 x = x' . H^T, and a GEMM whose two operands are rotated along the reduction axis is unchanged.
 
 Computed in fp32 with a fixed butterfly (four add/subtract stages, then an exact scaling by 1/4) rather

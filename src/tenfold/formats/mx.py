@@ -1,8 +1,10 @@
 """OCP MX v1.0 block quantization (plain reference): 1x32 blocks, E8M0 shared scale.
 
 shared scale X = 2^e with e from the block amax (`tenfold.formats.e8m0`); element P_i = round(V_i / X)
-saturated to the element max (OCP MX v1.0 §6.3). V_i / X is computed as V_i * 2^-e, exact (in rceil
-mode a code-0 block is multiplied by 1 instead, as TE does; see `e8m0.quantization_reciprocal`).
+saturated to the element max (OCP MX v1.0 spec §6.3,
+https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf). V_i / X is
+computed as V_i * 2^-e, exact (in rceil mode a code-0 block is multiplied by 1 instead, as TE does; see
+`e8m0.quantization_reciprocal`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """NVFP4 (plain reference): E2M1 elements, an E4M3 scale per 16 elements, an fp32 per-tensor scale.
 
-The algorithm of Transformer Engine's `_quantize_blockwise_reference` (reference_nvfp4.py, TE `d0067d0`),
-for 1x16 blocks and for 16x16 blocks (the 2-D weight scaling of arXiv 2509.25149 §4.3):
+The algorithm of Transformer Engine's `_quantize_blockwise_reference` (github.com/NVIDIA/TransformerEngine,
+transformer_engine/pytorch/custom_recipes/reference_nvfp4.py at commit d0067d0), for 1x16 blocks and for
+16x16 blocks (the 2-D weight scaling of NVIDIA, "Pretraining Large Language Models with NVFP4",
+arXiv 2509.25149 §4.3, https://arxiv.org/abs/2509.25149):
 
     g_enc = min(448 * 6 / amax_tensor, FLT_MAX), and 1 if that is 0;  g_dec = 1 / g_enc
     s_blk = e4m3(clamp(min(amax_block * (g_enc * fp32(1/6)), FLT_MAX), +-448))        (RNE cast)

@@ -9,7 +9,8 @@ rounding the real number t = |v| / quantum to an integer:
 * ``away``: round half away from zero (microxcaling's default "nearest");
 * ``stochastic``: round up with probability frac(t), from counter-based noise (see `sr_noise`).
 
-Results above the format's max saturate to +-max (OCP MX v1.0 §6.3 clamps normals; TE uses satfinite),
+Results above the format's max saturate to +-max (the OCP MX v1.0 spec §6.3 clamps normals,
+https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf; TE uses satfinite),
 infinities saturate too, and NaN propagates. All arithmetic is exact in fp32, so the result is
 bit-for-bit the one an exact-arithmetic implementation gives.
 """

@@ -6,13 +6,14 @@ names are a public contract (see `SCHEME_NAMES`).
 
 Families:
 
-* ``mx``: OCP MX v1.0, 1x32 blocks along `axis`, E8M0 scale (mxfp8_e4m3, mxfp8_e5m2, mxfp6_*, mxfp4, mxint8).
+* ``mx``: OCP MX v1.0 (https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf),
+  1x32 blocks along `axis`, E8M0 scale (mxfp8_e4m3, mxfp8_e5m2, mxfp6_*, mxfp4, mxint8).
 * ``nvfp4``: E2M1 elements, E4M3 scale per 1x16 (or 16x16) block, fp32 per-tensor scale; the algorithm of
-  Transformer Engine's `reference_nvfp4.py` (TE `d0067d0`).
+  Transformer Engine's transformer_engine/pytorch/custom_recipes/reference_nvfp4.py (commit d0067d0).
 * ``tensor``: FP8 with one fp32 scale; current scaling or delayed scaling from an amax history.
 * ``row``: FP8 with one fp32 scale per row (the whole of `axis`), torchao's "axiswise".
 * ``block``: FP8 with an fp32 scale per 1x128 tile (along `axis`) or per 128x128 block (last two dims),
-  DeepSeek-V3 §3.3 and TE `Float8BlockScaling`.
+  DeepSeek-V3 (arXiv 2412.19437 §3.3, https://arxiv.org/abs/2412.19437) and TE `Float8BlockScaling`.
 """
 
 from __future__ import annotations

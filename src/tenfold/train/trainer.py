@@ -22,10 +22,10 @@ import torch.nn.functional as F
 
 from tenfold.engine import ConversionPolicy, ConversionReport, convert, recipe, update_scaling
 from tenfold.engine.autoprecision.policy import PrecisionPolicy
-from tenfold.engine.backend import BACKENDS
-from tenfold.engine.quant import QUANT_BACKENDS
+from tenfold.engine.backend import GEMM_BACKENDS
 from tenfold.engine.recipes import RECIPE_NAMES
 from tenfold.engine.telemetry.recorder import Recorder
+from tenfold.formats.fake import QUANT_PATHS
 from tenfold.train.data import DEFAULT_MAX_BYTES, ByteDataset, load_corpus
 from tenfold.train.model import GPT, MODEL_SIZES, GPTConfig
 
@@ -97,12 +97,10 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend {self.backend!r} is not one of: {', '.join(BACKENDS)}")
-        if self.quant_backend not in QUANT_BACKENDS:
-            raise ValueError(
-                f"quant_backend {self.quant_backend!r} is not one of: {', '.join(QUANT_BACKENDS)}"
-            )
+        if self.backend not in GEMM_BACKENDS:
+            raise ValueError(f"backend {self.backend!r} is not one of: {', '.join(GEMM_BACKENDS)}")
+        if self.quant_backend not in QUANT_PATHS:
+            raise ValueError(f"quant_backend {self.quant_backend!r} is not one of: {', '.join(QUANT_PATHS)}")
         self.gpt_config()  # validates the shape overrides
         if self.policy is not None:
             PrecisionPolicy.load(self.policy)  # a missing or malformed file fails here, not mid-run

@@ -196,7 +196,8 @@ def test_conv1d_layers_are_quantized_like_linear():
 
 
 def expected_bytes(name: str, rows: int, cols: int) -> int:
-    """Storage of an (rows, cols) weight: element codes plus every scale (inference.md §C1)."""
+    """Storage of an (rows, cols) weight: element codes plus every scale (NVFP4: one E4M3 scale per 16
+    plus an fp32 tensor scale; MX: one E8M0 scale per 32, OCP MX v1.0 spec §5)."""
     n = rows * cols
     return {
         "nvfp4": n // 2 + n // 16 + 4,  # E2M1 codes, one E4M3 per 16, one fp32 tensor scale

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from tenfold.engine import convert, recipe
+from tenfold.engine.operands import OPERAND_AXIS
 from tenfold.engine.quant import _padded, operand, reference_operand
 from tenfold.engine.telemetry.recorder import (
-    OPERAND_AXIS,
     Recorder,
     TelemetryConfig,
     operand_parts,

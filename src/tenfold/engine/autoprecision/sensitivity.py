@@ -11,9 +11,10 @@ the increases into a per-layer format choice; the sum of single-layer increases 
 estimate of the joint effect.
 
 Eligibility follows `ConversionPolicy`: include/exclude patterns (the LM head is excluded by default, as
-NVIDIA's FP8/NVFP4 recipes keep it in BF16: arXiv 2509.25149 §4.1) and whole-block fit of the reduction
-dims. The default policy here keeps no blocks in high precision by position (`hp_last_blocks=0`), since
-whether the last blocks need high precision is what this measurement is for; pass a policy to change it.
+NVIDIA's FP8/NVFP4 recipes keep it in BF16: NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv
+2509.25149 §4.1, https://arxiv.org/abs/2509.25149) and whole-block fit of the reduction dims. The default
+policy here keeps no blocks in high precision by position (`hp_last_blocks=0`), since whether the last blocks
+need high precision is what this measurement is for; pass a policy to change it.
 
 A high-precision candidate (``bf16``) quantizes nothing, so `convert` converts no layer under it; it is
 measured on the layers the policy admits and serves as the control: its delta is 0 and its SQNR infinite
@@ -37,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tenfold.engine.autoprecision.policy import linear_flops
-from tenfold.engine.convert import ConversionPolicy, LayerDecision, convert
+from tenfold.engine.convert import ConversionPolicy, LayerDecision, convert, replace_module
 from tenfold.engine.recipes import RECIPE_NAMES, Recipe, recipe
 from tenfold.formats.metrics import sqnr_db
 
@@ -223,9 +224,7 @@ def _restore(model: nn.Module, originals: dict[str, nn.Module]) -> None:
     """Put back every original linear module that convert replaced."""
     for name, orig in originals.items():
         if model.get_submodule(name) is not orig:
-            parent_name, _, child = name.rpartition(".")
-            parent = model.get_submodule(parent_name) if parent_name else model
-            setattr(parent, child, orig)
+            replace_module(model, name, orig)
 
 
 def _decisions(

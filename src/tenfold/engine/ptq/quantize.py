@@ -13,30 +13,34 @@ low-precision tensor core multiplies:
     y =    x · deq(W_q)ᵀ + b         (weight only, "W4A16")
 
 Which layers are quantized is decided by `convert()`'s own `ConversionPolicy` (include/exclude regexes,
-high-precision first/last blocks, whole-block shapes), applied through a forward-only recipe. By default
-the LM head stays in high precision (as NVIDIA's recipes and AMD Quark's MXFP4 checkpoints keep it:
-arXiv 2509.25149 §4.1; huggingface.co/amd/DeepSeek-R1-0528-MXFP4), and so does every module that is not a
-linear layer (embedding tables are lookups, not GEMMs). A weight shared with another module (tied
-embeddings) is kept too: quantizing one user of it would save no memory.
+high-precision first/last blocks, whole-block shapes), applied through a forward-only recipe. By default the
+LM head stays in high precision (as NVIDIA's recipes and AMD Quark's MXFP4 checkpoints keep it: NVIDIA,
+"Pretraining Large Language Models with NVFP4", arXiv 2509.25149 §4.1, https://arxiv.org/abs/2509.25149;
+https://huggingface.co/amd/DeepSeek-R1-0528-MXFP4), and so does every module that is not a linear layer
+(embedding tables are lookups, not GEMMs). A weight shared with another module (tied embeddings) is kept too:
+quantizing one user of it would save no memory.
 
-Storage per weight element, scales counted (shared/research/inference.md §C1): NVFP4 4.5 bits (E2M1
-codes + one E4M3 scale per 16) plus a 4-byte fp32 tensor scale; MXFP4 4.25 and MXFP8 8.25 bits (one E8M0
-scale per 32); FP8 with one fp32 scale per tensor or per row. `PTQReport` gives the bytes before and after.
+Storage per weight element, scales counted: NVFP4 4.5 bits (E2M1 codes + one E4M3 scale per 16) plus a 4-byte
+fp32 tensor scale (NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference",
+https://developer.nvidia.com/blog/introducing-nvfp4-for-efficient-and-accurate-low-precision-inference/);
+MXFP4 4.25 and MXFP8 8.25 bits (one E8M0 scale per 32 elements: OCP MX v1.0 spec §5,
+https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf); FP8 with one fp32
+scale per tensor or per row. `PTQReport` (in `report.py`) gives the bytes before and after.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import torch
 from torch import nn
 
-from tenfold.engine.convert import ConversionPolicy, LayerDecision, _is_conv1d, _replace, convert
+from tenfold.engine.convert import ConversionPolicy, LayerDecision, convert, is_conv1d, replace_module
 from tenfold.engine.linear import QuantLinear
+from tenfold.engine.ptq.report import KeptModule, PTQLayer, PTQReport
 from tenfold.engine.recipes import GemmQuant, Recipe
 from tenfold.formats import QuantizedTensor, Scheme, fake_quantize, quantize, scheme
-from tenfold.formats.fake import BACKENDS as FAKE_BACKENDS
+from tenfold.formats.fake import QUANT_PATHS
 from tenfold.formats.scheme import Scaling
 
 # The formats the issue names for inference; other current-scaling schemes work too, untested.
@@ -70,8 +74,8 @@ class InferenceLinear(nn.Module):
         super().__init__()
         if len(qweight.shape) != 2:
             raise ValueError(f"expected a 2-D (out, in) weight, got shape {qweight.shape}")
-        if quant_backend not in FAKE_BACKENDS:
-            raise ValueError(f"quant_backend {quant_backend!r} is not one of: {', '.join(FAKE_BACKENDS)}")
+        if quant_backend not in QUANT_PATHS:
+            raise ValueError(f"quant_backend {quant_backend!r} is not one of: {', '.join(QUANT_PATHS)}")
         self.out_features, self.in_features = qweight.shape
         self.weight_scheme = qweight.scheme
         self.act_scheme = act_scheme
@@ -94,7 +98,7 @@ class InferenceLinear(nn.Module):
     ) -> InferenceLinear:
         """Quantize an nn.Linear (weight (out, in)) or Conv1D (weight (in, out)) layer's weight."""
         w = linear.weight.detach()
-        if _is_conv1d(linear):
+        if is_conv1d(linear):
             w = w.t()
         return cls(
             quantize(w.contiguous(), weight_scheme),
@@ -137,136 +141,6 @@ class InferenceLinear(nn.Module):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}, weight={self.weight_scheme.name}, activations={act}"
         )
-
-
-@dataclass(frozen=True, kw_only=True)
-class PTQLayer:
-    """What `quantize_for_inference` did with one linear layer.
-
-    Fields:
-        name: qualified module name.
-        kind: Linear or Conv1D.
-        in_features, out_features: the layer's shape.
-        block: transformer block index parsed from the name by the policy's block pattern, or None.
-        quantized: True when replaced by an InferenceLinear.
-        reason: why it was quantized or kept.
-        weight_numel: elements of the weight.
-        weight_bytes_before: storage of the original weight.
-        weight_bytes_after: storage of the weight afterwards (codes + scales when quantized).
-    """
-
-    name: str
-    kind: str
-    in_features: int
-    out_features: int
-    block: int | None
-    quantized: bool
-    reason: str
-    weight_numel: int
-    weight_bytes_before: int
-    weight_bytes_after: int
-
-    @property
-    def bits_per_element(self) -> float:
-        """Weight storage bits per element afterwards, scales included."""
-        return 8 * self.weight_bytes_after / self.weight_numel if self.weight_numel else 0.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class KeptModule:
-    """A module with parameters that is not a linear layer, left as it was.
-
-    Fields:
-        name: qualified module name.
-        kind: its class name (Embedding, LayerNorm, ...).
-        numel: elements of its own parameters.
-        nbytes: their storage.
-        reason: why it is kept.
-    """
-
-    name: str
-    kind: str
-    numel: int
-    nbytes: int
-    reason: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class PTQReport:
-    """The outcome of `quantize_for_inference`.
-
-    Fields:
-        scheme: weight scheme name.
-        activations: activation scheme name, or None for weight-only.
-        layers: one entry per linear layer, in module order.
-        kept_modules: the other modules with parameters (embeddings, norms), all kept.
-        model_bytes_before, model_bytes_after: storage of every parameter and buffer of the model
-            (shared tensors counted once).
-    """
-
-    scheme: str
-    activations: str | None
-    layers: tuple[PTQLayer, ...]
-    kept_modules: tuple[KeptModule, ...]
-    model_bytes_before: int
-    model_bytes_after: int
-
-    @property
-    def quantized(self) -> tuple[PTQLayer, ...]:
-        return tuple(d for d in self.layers if d.quantized)
-
-    @property
-    def kept(self) -> tuple[PTQLayer, ...]:
-        return tuple(d for d in self.layers if not d.quantized)
-
-    @property
-    def weight_bytes_before(self) -> int:
-        """Storage of all linear weights (quantized and kept) before."""
-        return sum(d.weight_bytes_before for d in self.layers)
-
-    @property
-    def weight_bytes_after(self) -> int:
-        """Storage of all linear weights (quantized and kept) after."""
-        return sum(d.weight_bytes_after for d in self.layers)
-
-    @property
-    def bits_per_element(self) -> float:
-        """Storage bits per element of the quantized weights, scales included."""
-        n = sum(d.weight_numel for d in self.quantized)
-        return 8 * sum(d.weight_bytes_after for d in self.quantized) / n if n else 0.0
-
-    @property
-    def mode(self) -> str:
-        return "weight-only" if self.activations is None else "weight+activation"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "scheme": self.scheme,
-            "activations": self.activations,
-            "mode": self.mode,
-            "quantized": len(self.quantized),
-            "kept": len(self.kept),
-            "weight_bytes_before": self.weight_bytes_before,
-            "weight_bytes_after": self.weight_bytes_after,
-            "bits_per_element": self.bits_per_element,
-            "model_bytes_before": self.model_bytes_before,
-            "model_bytes_after": self.model_bytes_after,
-            "layers": [{**vars(d), "bits_per_element": d.bits_per_element} for d in self.layers],
-            "kept_modules": [vars(k) for k in self.kept_modules],
-        }
-
-    def summary(self) -> str:
-        mb = 1e-6
-        lines = [
-            f"{self.scheme} ({self.mode}): {len(self.quantized)} linear layers quantized, "
-            f"{len(self.kept)} kept; "
-            f"linear weights {self.weight_bytes_before * mb:.2f} MB -> {self.weight_bytes_after * mb:.2f} MB "
-            f"({self.bits_per_element:.3f} bits/element quantized); model "
-            f"{self.model_bytes_before * mb:.2f} MB -> {self.model_bytes_after * mb:.2f} MB"
-        ]
-        lines += [f"  kept {d.name}: {d.reason}" for d in self.kept]
-        lines += [f"  kept {k.name} ({k.kind}): {k.reason}" for k in self.kept_modules]
-        return "\n".join(lines)
 
 
 def resolve_scheme(s: Scheme | str) -> Scheme:
@@ -366,8 +240,8 @@ def quantize_for_inference(
     (2, 8.25)
     """
     s = resolve_scheme(scheme)
-    if quant_backend not in FAKE_BACKENDS:
-        raise ValueError(f"quant_backend {quant_backend!r} is not one of: {', '.join(FAKE_BACKENDS)}")
+    if quant_backend not in QUANT_PATHS:
+        raise ValueError(f"quant_backend {quant_backend!r} is not one of: {', '.join(QUANT_PATHS)}")
     pol = policy or ConversionPolicy()
     if not isinstance(pol, ConversionPolicy):
         raise ValueError(f"policy must be a ConversionPolicy, got {type(pol).__name__}")
@@ -399,14 +273,14 @@ def quantize_for_inference(
             continue
         shared = [u for u in users.get(id(w), []) if u != d.name]
         if shared:
-            _replace(model, d.name, original)  # undo convert()'s swap: keep the tied layer as it was
+            replace_module(model, d.name, original)  # undo convert()'s swap: keep the tied layer as it was
             reason = f"weight is shared with {', '.join(shared)}: quantizing it would save no memory"
             layers.append(_layer(d, w, False, reason, w.numel() * w.element_size()))
             continue
         swapped = model.get_submodule(d.name)
         assert isinstance(swapped, QuantLinear)
         q = InferenceLinear.from_linear(original, s, act_scheme=act, quant_backend=quant_backend)
-        _replace(model, d.name, q)
+        replace_module(model, d.name, q)
         how = f"weights {s.name}, activations " + (f"{s.name} (dynamic)" if act else "high precision")
         layers.append(_layer(d, w, True, how, q.qweight.nbytes))
     return PTQReport(

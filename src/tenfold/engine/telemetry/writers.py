@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from tenfold.engine.telemetry.recorder import OperandRecord, TelemetryConfig
+from tenfold.engine.telemetry.records import OperandRecord, TelemetryConfig
 
 SCHEMA_VERSION = 1
 JSONL_NAME = "telemetry.jsonl"
