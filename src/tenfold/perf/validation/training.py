@@ -1,8 +1,8 @@
 """Validation against published training runs: predict each row's metric with the row's own layout.
 
 Reads a CSV in the schema of `tenfold/data/validation/training_runs.csv` (documented in
-docs/validation.md; the columns of shared/research/validation/training_runs.csv plus optional tenfold
-extension columns). For each row:
+docs/validation.md: one published run per row, each with its source URL, plus optional tenfold extension
+columns). For each row:
 
 * the architecture comes from the row's columns, with what the schema lacks (activation, MLA ranks, dense
   layers, MTP, sliding window, biases, tied embeddings) from the catalog model the `model` column names
@@ -35,9 +35,10 @@ from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.specs.hardware import Hardware, list_hardware, load_hardware
 from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.specs.precision import Precision, check_supported, get_precision
-from tenfold.perf.training.estimate import RECOMPUTE_CODE, evaluate_plans, plan_arrays
-from tenfold.perf.training.layout import Layout, rule_masks
+from tenfold.perf.training.grid import PlanGrid
+from tenfold.perf.training.layout import RECOMPUTE, Layout
 from tenfold.perf.training.stack import Stack, stack
+from tenfold.perf.training.step import evaluate_plans
 from tenfold.perf.validation.rows import int_cell, parse_assumptions, row_model
 
 METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "time_to_train_min")
@@ -192,7 +193,9 @@ def case_from_row(row: dict[str, str]) -> Case:
     tp, pp, cp = int_cell(row["tp"]), int_cell(row["pp"]), int_cell(row.get("cp"), 1)
     dp = int_cell(row.get("dp"), head["num_gpus"] // (tp * pp * cp))
     if tp * pp * dp * cp != head["num_gpus"]:
-        return Case(**head, reason=f"TP·PP·DP·CP = {tp * pp * dp * cp} but num_gpus = {head['num_gpus']}")
+        return Case(
+            **head, reason=f"TP·PP·DP·CP = {tp * pp * dp * cp} but num_gpus = {head['num_gpus']}"
+        )
     ep = int_cell(row.get("ep"), 1)
     if int_cell(row.get("etp"), 1) != 1:
         return Case(**head, reason="ETP > 1 is not modelled")
@@ -213,7 +216,7 @@ def case_from_row(row: dict[str, str]) -> Case:
         if (row.get("vp") or "").strip()
         else [1] + [v for v in range(2, 9) if pp > 1 and pp * v <= model.layers and software.interleaving]
     )
-    rcs = [row["recompute"].strip()] if (row.get("recompute") or "").strip() else list(RECOMPUTE_CODE)
+    rcs = [row["recompute"].strip()] if (row.get("recompute") or "").strip() else list(RECOMPUTE)
     for label, options in (("micro_batch", mbs), ("vp", vps), ("recompute", rcs)):
         if len(options) > 1:
             assumed.append(f"{label} chosen by the model from {options}")
@@ -235,7 +238,9 @@ def case_from_row(row: dict[str, str]) -> Case:
         for b, v, rc in itertools.product(mbs, vps, rcs)
     )
     if not candidates:
-        return Case(**head, reason=f"no micro-batch in {MICRO_BATCHES} divides the batch per DP rank")
+        return Case(
+            **head, reason=f"no micro-batch in {MICRO_BATCHES} divides the batch per DP rank"
+        )
     train_tokens = float(row["train_tokens"]) if (row.get("train_tokens") or "").strip() else 0.0
     if head["metric"] == "time_to_train_min" and not train_tokens:
         return Case(
@@ -270,35 +275,18 @@ def predict_case(case: Case, calibration: Calibration) -> RowResult:
     """Predict one resolved case (all its candidate layouts in one vectorised call)."""
     assert not case.reason, case.reason
     lays = case.candidates
-    arrays = {
-        "tp": np.array([x.tp for x in lays]),
-        "pp": np.array([x.pp for x in lays]),
-        "vp": np.array([x.vp for x in lays]),
-        "dp": np.array([x.dp for x in lays]),
-        "cp": np.array([x.cp for x in lays]),
-        "ep": np.array([x.ep for x in lays]),
-        "mb": np.array([x.micro_batch for x in lays]),
-        "sp": np.array([int(x.sequence_parallel) for x in lays]),
-        "rc": np.array([RECOMPUTE_CODE[x.recompute] for x in lays]),
-        "zero": np.array([x.zero for x in lays]),
-        "rf": np.array([plan_arrays(x, case.software, case.model.layers)["rf"][0] for x in lays]),
-    }
+    grid = PlanGrid.from_layouts(lays, default_zero=case.software.default_zero)
     out = evaluate_plans(
         case.model,
         case.hardware,
+        grid,
         precision=case.precision,
         software=case.software,
         calibration=calibration,
         seq_len=case.seq_len,
         global_batch=case.global_batch,
-        **arrays,
     )
-    masks = rule_masks(
-        case.model,
-        case.seq_len,
-        case.global_batch,
-        {k: arrays[k] for k in ("tp", "pp", "vp", "dp", "cp", "ep", "mb")},
-    )
+    masks = grid.rule_masks(case.model, case.seq_len, case.global_batch)
     valid = ~np.any(np.stack(list(masks.values())), axis=0)
     fits = out["memory_B"] <= case.hardware.hbm_bytes
     step = np.where(valid, out["step_s"], np.inf)
