@@ -28,7 +28,7 @@ MEMORY = ("weights", "grads", "optimizer", "activations", "other")
 
 # ---- one plan: the frozen result ----------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
-class StepBreakdown:
+class TrainingBreakdown:
     """Seconds per optimizer step; the fields sum to the step time. `recompute_s` is part of compute_s."""
 
     compute_s: float
@@ -82,7 +82,7 @@ class TrainingEstimate:
     mfu_bf16: float
     mfu_precision: float
     microbatches: int
-    breakdown: StepBreakdown | None
+    breakdown: TrainingBreakdown | None
     memory: MemoryBreakdown | None
     calibrated: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -206,7 +206,7 @@ def _result(
     )
     feasible = v["memory_B"] <= hw.hbm_bytes
     reason = "" if feasible else f"needs {mem.total_GiB:.1f} GiB of {mem.capacity_GiB:.0f} GiB per GPU"
-    bd = StepBreakdown(**{f"{k}_s": v[f"{k}_s"] for k in BREAKDOWN}, recompute_s=v["recompute_s"])
+    bd = TrainingBreakdown(**{f"{k}_s": v[f"{k}_s"] for k in BREAKDOWN}, recompute_s=v["recompute_s"])
     return TrainingEstimate(
         **base,
         feasible=feasible,

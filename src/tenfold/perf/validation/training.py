@@ -56,7 +56,8 @@ REQUIRED = (
     "hidden",
     "heads",
 )
-MICRO_BATCHES = (1, 2, 4, 8)
+UNSTATED_MICRO_BATCHES = (1, 2, 4, 8)
+"""Micro-batch sizes tried for a published run that does not state its own (the search tries more)."""
 
 
 def default_runs_path() -> Path:
@@ -64,7 +65,7 @@ def default_runs_path() -> Path:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Case:
+class TrainingCase:
     """One validation row, resolved into model inputs (or the reason it cannot be)."""
 
     id: str
@@ -132,7 +133,7 @@ class ValidationReport:
         }
 
 
-def case_from_row(row: dict[str, str]) -> Case:
+def case_from_row(row: dict[str, str]) -> TrainingCase:
     """Resolve one CSV row (see the module docstring)."""
     missing = [k for k in REQUIRED if not (row.get(k) or "").strip()]
     head = dict(
@@ -147,11 +148,11 @@ def case_from_row(row: dict[str, str]) -> Case:
         source_url=row.get("source_url", ""),
     )
     if missing:
-        return Case(**head, reason=f"missing required columns: {', '.join(missing)}")
+        return TrainingCase(**head, reason=f"missing required columns: {', '.join(missing)}")
     if head["metric"] not in METRICS:
-        return Case(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
+        return TrainingCase(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
     if head["gpu"] not in list_hardware():
-        return Case(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
+        return TrainingCase(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
     assumed: list[str] = []
     given = parse_assumptions(row.get("assumptions", ""))
     for key, value in given.items():
@@ -161,7 +162,7 @@ def case_from_row(row: dict[str, str]) -> Case:
     model, why, notes = row_model(row)
     assumed += notes
     if model is None:
-        return Case(**head, reason=why)
+        return TrainingCase(**head, reason=why)
     hw = load_hardware(head["gpu"])
     prec_name = (row.get("precision") or "").strip()
     if not prec_name:
@@ -170,7 +171,7 @@ def case_from_row(row: dict[str, str]) -> Case:
     precision = get_precision(prec_name)
     unsupported = check_supported(precision, hw)
     if unsupported:
-        return Case(**head, reason=unsupported)
+        return TrainingCase(**head, reason=unsupported)
     sw_name = (row.get("software") or "").strip() or "megatron-core"
     overrides: dict[str, object] = {}
     if (row.get("pp_schedule") or "").strip():
@@ -185,7 +186,7 @@ def case_from_row(row: dict[str, str]) -> Case:
     seq = int_cell(row["seq_len"])
     gbs = int_cell(row.get("global_batch_seqs"))
     if not gbs:
-        return Case(
+        return TrainingCase(
             **head,
             reason="global_batch_seqs is empty: the pipeline bubble and the number of "
             "gradient-accumulation steps depend on it",
@@ -193,12 +194,12 @@ def case_from_row(row: dict[str, str]) -> Case:
     tp, pp, cp = int_cell(row["tp"]), int_cell(row["pp"]), int_cell(row.get("cp"), 1)
     dp = int_cell(row.get("dp"), head["num_gpus"] // (tp * pp * cp))
     if tp * pp * dp * cp != head["num_gpus"]:
-        return Case(
+        return TrainingCase(
             **head, reason=f"TP·PP·DP·CP = {tp * pp * dp * cp} but num_gpus = {head['num_gpus']}"
         )
     ep = int_cell(row.get("ep"), 1)
     if int_cell(row.get("etp"), 1) != 1:
-        return Case(**head, reason="ETP > 1 is not modelled")
+        return TrainingCase(**head, reason="ETP > 1 is not modelled")
     sp_cell = (row.get("sp") or "").strip()
     sp = bool(int(sp_cell)) if sp_cell else (tp > 1 and software.flash_attention)
     if not sp_cell and tp > 1:
@@ -207,7 +208,7 @@ def case_from_row(row: dict[str, str]) -> Case:
     mbs = (
         [int_cell(row["micro_batch"])]
         if (row.get("micro_batch") or "").strip()
-        else [b for b in MICRO_BATCHES if gbs % (dp * b) == 0]
+        else [b for b in UNSTATED_MICRO_BATCHES if gbs % (dp * b) == 0]
     )
     # Unknown VP: interleaving depths up to 8 whose chunks still hold a layer (uneven layouts allowed,
     # as Megatron-Core's pipeline layouts and Llama 3's balanced first/last stages do).
@@ -238,15 +239,15 @@ def case_from_row(row: dict[str, str]) -> Case:
         for b, v, rc in itertools.product(mbs, vps, rcs)
     )
     if not candidates:
-        return Case(
-            **head, reason=f"no micro-batch in {MICRO_BATCHES} divides the batch per DP rank"
+        return TrainingCase(
+            **head, reason=f"no micro-batch in {UNSTATED_MICRO_BATCHES} divides the batch per DP rank"
         )
     train_tokens = float(row["train_tokens"]) if (row.get("train_tokens") or "").strip() else 0.0
     if head["metric"] == "time_to_train_min" and not train_tokens:
-        return Case(
+        return TrainingCase(
             **head, reason="time_to_train_min needs the number of training tokens (train_tokens column)"
         )
-    return Case(
+    return TrainingCase(
         **head,
         model=model,
         hardware=hw,
@@ -260,8 +261,8 @@ def case_from_row(row: dict[str, str]) -> Case:
     )
 
 
-def load_cases(path: str | Path | None = None) -> list[Case]:
-    """Every row of a validation CSV as a Case (default: the shipped rows)."""
+def load_cases(path: str | Path | None = None) -> list[TrainingCase]:
+    """Every row of a validation CSV as a TrainingCase (default: the shipped rows)."""
     path = Path(path) if path is not None else default_runs_path()
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
@@ -271,7 +272,7 @@ def load_cases(path: str | Path | None = None) -> list[Case]:
         return [case_from_row(row) for row in reader]
 
 
-def predict_case(case: Case, calibration: Calibration) -> RowResult:
+def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
     """Predict one resolved case (all its candidate layouts in one vectorised call)."""
     assert not case.reason, case.reason
     lays = case.candidates
