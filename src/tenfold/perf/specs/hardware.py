@@ -34,7 +34,7 @@ class Hardware:
         exp_per_s: special-function-unit exponentials per second (softmax in flash attention).
         tdp_W, allin_W: board power and all-in provisioned power per GPU (incl. host, network, facility).
         ondemand_usd_h, reserved_usd_h, capex_usd, gpu_price_usd, tco_usd_h: prices for the cost model
-            (per GPU-hour or per GPU; None when the research found none).
+            (per GPU-hour or per GPU; None when no published figure was found).
         sources: the catalog entry behind each field above ("peak_flops.fp8", "hbm_Bps", ...).
     """
 

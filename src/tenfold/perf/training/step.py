@@ -49,7 +49,7 @@ def _cp_times(model: ModelSpec, p: PlanTerms, lt: LayerTimes, software: Stack, l
         hop = comm.p2p_time(kv_chunk, tp, links)
         cp_f = np.maximum((cp - 1) * hop - lt.attn_f, 0.0)
         cp_b = np.maximum(2 * (cp - 1) * hop - lt.attn_b, 0.0)
-    elif software.cp_comm == "allgather":  # Llama 3 (https://arxiv.org/abs/2407.21783 §3.3.2)
+    elif software.cp_comm == "allgather":  # Llama 3 (https://arxiv.org/abs/2407.21783 §3.3)
         ag = comm.all_gather_time(cp * kv_chunk, cp, tp, links)
         cp_f, cp_b = ag, 2.0 * ag
     else:  # a2a (Ulysses): q, k, v, o each redistributed between sequence and head sharding
@@ -99,7 +99,7 @@ def _layer_costs(
             model, moe=moe, tokens=T, tp=tp, sp=sp, ep=p.ep, seq_len=seq_len, flash=flash, r=r, low=low
         )
         # tensor parallel: 2 AG + 2 RS per pass (AR = RS + AG without SP); SP re-gathers inputs for wgrad
-        # (Korthikanti et al. 2022, https://arxiv.org/abs/2205.05198 §4.2.2).
+        # (Korthikanti et al. 2022, https://arxiv.org/abs/2205.05198).
         n_f = 2.0 if moe else 4.0
         n_b = np.where(sp, 3.0 if moe else 6.0, n_f)
         tp_f = _exposed(n_f * tp_rs, lt.gemm_f, software.tp_overlap)
