@@ -88,11 +88,13 @@ class TrainingEstimate:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def raise_if_infeasible(self) -> TrainingEstimate:
+        """This estimate, or `Infeasible` with the reason when the plan cannot run."""
         if not self.feasible:
             raise Infeasible(self.reason)
         return self
 
     def to_dict(self) -> dict:
+        """Plain data for JSON (the layout as a dict)."""
         d = asdict(self)
         d["layout"] = asdict(self.layout)
         return d

@@ -133,6 +133,40 @@ class ValidationReport:
         }
 
 
+def _row_software(row: dict[str, str]) -> Stack:
+    """The row's software preset with the overrides its columns give (pp_schedule, ep_dispatch, ...)."""
+    overrides: dict[str, object] = {}
+    if (row.get("pp_schedule") or "").strip():
+        overrides["pp_schedule"] = row["pp_schedule"].strip()
+    if (row.get("ep_dispatch") or "").strip():
+        overrides["ep_dedup"] = row["ep_dispatch"].strip() == "dedup"
+    if (row.get("ep_overlap") or "").strip():
+        overrides["ep_overlap"] = row["ep_overlap"].strip() == "1"
+    if (row.get("cp_comm") or "").strip():
+        overrides["cp_comm"] = row["cp_comm"].strip()
+    return stack((row.get("software") or "").strip() or "megatron-core", **overrides)
+
+
+def _knob_options(
+    row: dict[str, str], *, global_batch: int, dp: int, pp: int, layers: int, software: Stack
+) -> tuple[list[int], list[int], list[str]]:
+    """(micro-batches, vps, recompute modes) to try: the row's value, or every plausible one if empty."""
+    mbs = (
+        [int_cell(row["micro_batch"])]
+        if (row.get("micro_batch") or "").strip()
+        else [b for b in UNSTATED_MICRO_BATCHES if global_batch % (dp * b) == 0]
+    )
+    # Unknown VP: interleaving depths up to 8 whose chunks still hold a layer (uneven layouts allowed,
+    # as Megatron-Core's pipeline layouts and Llama 3's balanced first/last stages do).
+    vps = (
+        [int_cell(row["vp"])]
+        if (row.get("vp") or "").strip()
+        else [1] + [v for v in range(2, 9) if pp > 1 and pp * v <= layers and software.interleaving]
+    )
+    rcs = [row["recompute"].strip()] if (row.get("recompute") or "").strip() else list(RECOMPUTE)
+    return mbs, vps, rcs
+
+
 def case_from_row(row: dict[str, str]) -> TrainingCase:
     """Resolve one CSV row (see the module docstring)."""
     missing = [k for k in REQUIRED if not (row.get(k) or "").strip()]
@@ -172,17 +206,7 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
     unsupported = check_supported(precision, hw)
     if unsupported:
         return TrainingCase(**head, reason=unsupported)
-    sw_name = (row.get("software") or "").strip() or "megatron-core"
-    overrides: dict[str, object] = {}
-    if (row.get("pp_schedule") or "").strip():
-        overrides["pp_schedule"] = row["pp_schedule"].strip()
-    if (row.get("ep_dispatch") or "").strip():
-        overrides["ep_dedup"] = row["ep_dispatch"].strip() == "dedup"
-    if (row.get("ep_overlap") or "").strip():
-        overrides["ep_overlap"] = row["ep_overlap"].strip() == "1"
-    if (row.get("cp_comm") or "").strip():
-        overrides["cp_comm"] = row["cp_comm"].strip()
-    software = stack(sw_name, **overrides)
+    software = _row_software(row)
     seq = int_cell(row["seq_len"])
     gbs = int_cell(row.get("global_batch_seqs"))
     if not gbs:
@@ -205,19 +229,7 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
     if not sp_cell and tp > 1:
         assumed.append(f"sp={int(sp)} (empty)")
     zero = 3 if int_cell(row.get("fsdp"), 0) else software.default_zero
-    mbs = (
-        [int_cell(row["micro_batch"])]
-        if (row.get("micro_batch") or "").strip()
-        else [b for b in UNSTATED_MICRO_BATCHES if gbs % (dp * b) == 0]
-    )
-    # Unknown VP: interleaving depths up to 8 whose chunks still hold a layer (uneven layouts allowed,
-    # as Megatron-Core's pipeline layouts and Llama 3's balanced first/last stages do).
-    vps = (
-        [int_cell(row["vp"])]
-        if (row.get("vp") or "").strip()
-        else [1] + [v for v in range(2, 9) if pp > 1 and pp * v <= model.layers and software.interleaving]
-    )
-    rcs = [row["recompute"].strip()] if (row.get("recompute") or "").strip() else list(RECOMPUTE)
+    mbs, vps, rcs = _knob_options(row, global_batch=gbs, dp=dp, pp=pp, layers=model.layers, software=software)
     for label, options in (("micro_batch", mbs), ("vp", vps), ("recompute", rcs)):
         if len(options) > 1:
             assumed.append(f"{label} chosen by the model from {options}")
