@@ -7,8 +7,9 @@
 3. The full search (`search_training`: rules, memory pruning, timing, top 5) for Llama 3.1 405B on
    16,384 H100 (seq 8192, global batch 2048 = 16M tokens), wall time. Target < 5 s.
 
-Printed beside Calculon's anchor (shared/research/perfmodel.md §2.1, measured there): one evaluation takes
-~7.3 ms on one core, ~140 configurations per second. Target: >= 100,000 plans/s on one core.
+Printed beside Calculon's anchor (Isaev et al., SC'23, https://github.com/calculon-ai/calculon; one
+evaluation of its 1T-parameter example timed on one core at ~7.3 ms, ~140 configurations per second).
+Target: >= 100,000 plans/s on one core.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ import time
 
 import numpy as np
 
-from tenfold.perf import Layout, estimate_training, load_calibration, load_hardware, load_model
+from tenfold.perf import estimate_training, load_calibration, load_hardware, load_model
 from tenfold.perf.specs.precision import get_precision
-from tenfold.perf.training.estimate import evaluate_plans
-from tenfold.perf.training.search import CODE_RECOMPUTE, enumerate_plans, search_training
+from tenfold.perf.training.search import enumerate_plans, search_training
 from tenfold.perf.training.stack import stack
+from tenfold.perf.training.step import evaluate_plans
 
 CALCULON_CONFIGS_PER_S = 140.0
 CALCULON_MS_PER_EVAL = 7.3
@@ -38,14 +39,13 @@ N_GPUS, SEQ, GBS = 16384, 8192, 2048
 def main() -> None:
     model, hw = load_model("llama3.1-405b"), load_hardware("h100-sxm")
     cal, prec, sw = load_calibration(), get_precision("bf16"), stack("megatron-core")
-    chunks = enumerate_plans(model, N_GPUS, seq_len=SEQ)
-    grid = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
-    n = len(grid["tp"])
+    grid = enumerate_plans(model, N_GPUS, seq_len=SEQ)
+    n = len(grid)
 
     def vectorised() -> float:
         t0 = time.perf_counter()
         evaluate_plans(
-            model, hw, precision=prec, software=sw, calibration=cal, seq_len=SEQ, global_batch=GBS, **grid
+            model, hw, grid, precision=prec, software=sw, calibration=cal, seq_len=SEQ, global_batch=GBS
         )
         return time.perf_counter() - t0
 
@@ -57,17 +57,7 @@ def main() -> None:
     sample = rng.choice(n, size=300, replace=False)
     t0 = time.perf_counter()
     for j in sample:
-        lay = Layout(
-            tp=int(grid["tp"][j]),
-            pp=int(grid["pp"][j]),
-            dp=int(grid["dp"][j]),
-            cp=int(grid["cp"][j]),
-            vp=int(grid["vp"][j]),
-            micro_batch=int(grid["mb"][j]),
-            recompute=CODE_RECOMPUTE[int(grid["rc"][j])],
-            zero=int(grid["zero"][j]),
-        )
-        estimate_training(model, hw, lay, seq_len=SEQ, global_batch=GBS, calibration=cal)
+        estimate_training(model, hw, grid.layout(j), seq_len=SEQ, global_batch=GBS, calibration=cal)
     loop_rate = len(sample) / (time.perf_counter() - t0)
 
     t0 = time.perf_counter()

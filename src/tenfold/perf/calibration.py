@@ -175,7 +175,9 @@ class Calibration:
 class InferenceCalibration(Calibration):
     """The serving model's fitted efficiencies (module docstring). Load with
     `load_calibration(kind="inference")`. Inference GEMM efficiencies may fall lower than training's
-    (small decode GEMMs, FP4 kernels that realise a smaller share of their doubled peak: research A10)."""
+    (small decode GEMMs, and FP4 kernels that realise a smaller share of their doubled peak: compare the
+    TensorRT-LLM throughput tables, https://github.com/NVIDIA/TensorRT-LLM/blob/main/docs/source/performance/perf-overview.md,
+    with each GPU's dense peak)."""
 
     FRACTION_FIELDS: ClassVar[tuple[str, ...]] = (*FRACTIONS, "moe_efficiency")
     OVERHEAD_FIELDS: ClassVar[tuple[str, ...]] = (

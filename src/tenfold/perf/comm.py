@@ -1,12 +1,13 @@
 """Collective costs on a two-tier topology: a scale-up domain (NVLink/xGMI, `domain` GPUs) joined by a
 scale-out network (one NIC per GPU, rail-optimised, full bisection).
 
-alpha-beta costs (perfmodel.md §1; Thakur et al.; NCCL's bus-bandwidth definition): a ring all-gather or
-reduce-scatter of an S-byte buffer over N ranks takes α(N-1) + (N-1)/N·S/B; all-reduce = RS + AG; an
-all-to-all sends (N-1)/N of its S bytes. A group that spans several domains runs hierarchically (Tutel,
-arXiv 2206.03382; NCCL's tree/NVLS): inside the domain first, then across domains on 1/n_in of the data, every
-GPU of a domain using its own NIC concurrently. Bandwidths are per GPU per direction and are multiplied by
-the calibrated per-tier efficiency.
+alpha-beta costs (Thakur, Rabenseifner and Gropp, "Optimization of Collective Communication Operations in
+MPICH", IJHPCA 2005; NCCL's bus bandwidth, https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md):
+a ring all-gather or reduce-scatter of an S-byte buffer over N ranks takes α(N-1) + (N-1)/N·S/B;
+all-reduce = RS + AG; an all-to-all sends (N-1)/N of its S bytes. A group that spans several domains runs
+hierarchically (Tutel, arXiv 2206.03382; NCCL's tree/NVLS): inside the domain first, then across domains on
+1/n_in of the data, every GPU of a domain using its own NIC concurrently. Bandwidths are per GPU per
+direction and are multiplied by the calibrated per-tier efficiency.
 
 Placement: ranks are laid out TP innermost, then CP, then DP (with EP carved out of CP·DP·TP), then PP
 outermost (Megatron-LM's default order). A group of n ranks at stride s puts min(n, max(1, D/s)) of them in

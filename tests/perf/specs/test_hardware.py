@@ -82,3 +82,10 @@ def test_precision_support():
         load_hardware("a100-80gb").peak("fp4")
     with pytest.raises(ValueError, match="unknown hardware"):
         load_hardware("h1000")
+
+
+@pytest.mark.parametrize("name", list_hardware())
+def test_hbm_capacity_is_catalogued_in_gib(name):
+    raw = tomllib.loads((files("tenfold") / "data" / "hardware" / f"{name}.toml").read_text())
+    assert "hbm_GiB" in raw["memory"] and "hbm_GB" not in raw["memory"]
+    assert load_hardware(name).hbm_bytes == raw["memory"]["hbm_GiB"]["value"] * 1024**3

@@ -26,7 +26,7 @@ class Sourced:
     Fields:
         value: the number in the catalog's unit (the key's suffix names it, e.g. `_GBps`).
         source: URL (or a citation where no URL was recorded).
-        confidence: "high", "medium" or "low", as graded in the research notes.
+        confidence: "high", "medium" or "low", as graded when the figure was recorded.
         note: what was assumed or derived, if anything.
     """
 

@@ -2,8 +2,7 @@
 
 Every figure is dense (never the 2:4-sparsity number) and per GPU; scale-up bandwidth is per direction
 (NVIDIA's "900 GB/s" / "1.8 TB/s" are bidirectional totals). Files: `tenfold/data/hardware/*.toml`, one per
-accelerator, each number with its source URL and a confidence grade (see the README there). Facts come from
-`shared/research/hardware.md` and `hardware.csv`.
+accelerator, each number with its source URL and a confidence grade (see the README there).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from tenfold.perf.specs.catalog import GB, Sourced, catalog_entries, read_toml, resolve, sourced
+from tenfold.perf.specs.catalog import GB, GiB, Sourced, catalog_entries, read_toml, resolve, sourced
 
 PRECISION_KEYS = ("bf16", "fp16", "fp8", "fp6", "fp4", "tf32")
 
@@ -35,7 +34,7 @@ class Hardware:
         exp_per_s: special-function-unit exponentials per second (softmax in flash attention).
         tdp_W, allin_W: board power and all-in provisioned power per GPU (incl. host, network, facility).
         ondemand_usd_h, reserved_usd_h, capex_usd, gpu_price_usd, tco_usd_h: prices for the cost model
-            (per GPU-hour or per GPU; None when the research found none).
+            (per GPU-hour or per GPU; None when no published figure was found).
         sources: the catalog entry behind each field above ("peak_flops.fp8", "hbm_Bps", ...).
     """
 
@@ -79,7 +78,8 @@ class Hardware:
 
     @property
     def hbm_GiB(self) -> float:
-        return self.hbm_bytes / 1024**3
+        """Usable HBM capacity in GiB."""
+        return self.hbm_bytes / GiB
 
     @property
     def placement_domain(self) -> int:
@@ -122,7 +122,7 @@ def hardware_from_dict(d: dict[str, Any], *, where: str = "<dict>") -> Hardware:
         s = sourced(entry, where=f"{where} [peak_dense_tflops] {key}")
         srcs[f"peak_flops.{key}"] = s
         peaks[key] = float(s.value) * 1e12
-    hbm = need("memory", "hbm_GB")
+    hbm = need("memory", "hbm_GiB")
     bw = need("memory", "hbm_TBps")
     up = need("scale_up", "unidir_GBps")
     dom = need("scale_up", "domain_size")
@@ -142,8 +142,9 @@ def hardware_from_dict(d: dict[str, Any], *, where: str = "<dict>") -> Hardware:
         year=int(d.get("year", 0)),
         peak_flops=MappingProxyType(peaks),
         block_scaled_formats=tuple(d.get("block_scaled_formats", ())),
-        # Vendor HBM "GB" is binary in practice (an "80 GB" H100 shows 79.6 GiB to CUDA), so GB -> GiB.
-        hbm_bytes=float(hbm.value) * 1024**3,
+        # The catalog holds GiB: vendor HBM "GB" labels count binary gigabytes (an "80 GB" H100 is five
+        # 16 GiB HBM3 stacks and shows 79.6 GiB to CUDA).
+        hbm_bytes=float(hbm.value) * GiB,
         hbm_Bps=float(bw.value) * 1e12,
         scaleup_Bps=float(up.value) * GB,
         scaleup_domain=int(dom.value),

@@ -9,7 +9,8 @@ operands, the inference model for weights and the KV cache (`operand_bytes`).
 
 The low precision applies to the transformer blocks' linear layers (QKV, projection, FFN, experts), as in
 Transformer Engine / Megatron-Core recipes; attention (flash), softmax, norms, the router, the output head
-and the optimizer stay in BF16/FP32 (perfmodel.md §4: "model the precision per GEMM class").
+and the optimizer stay in BF16/FP32 (Transformer Engine's FP8 primer,
+https://docs.nvidia.com/deeplearning/transformer-engine/user-guide/examples/fp8_primer.html).
 
 `quant_bytes` is the extra HBM traffic per quantized element, beyond writing a BF16 tensor once:
 * fp8 (per-tensor current scaling, TE Float8CurrentScaling; DeepSeek-V3's 1x128 tiles are similar): an amax

@@ -13,7 +13,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from tenfold.perf.specs.models import ModelSpec
-from tenfold.perf.training.memory import RECOMPUTE
+
+RECOMPUTE = ("none", "selective", "full")
+"""Activation recomputation modes (Korthikanti et al. 2022, https://arxiv.org/abs/2205.05198 §5): nothing, the
+attention core only, or the whole layer. A mode's code (what a PlanGrid stores) is its index here."""
+RECOMPUTE_CODE = {name: code for code, name in enumerate(RECOMPUTE)}
+RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = (RECOMPUTE_CODE[k] for k in RECOMPUTE)
+ZERO_STAGES = (0, 1, 2, 3)
+"""ZeRO stages (Rajbhandari et al. 2020, https://arxiv.org/abs/1910.02054); 3 shards the weights (FSDP)."""
+RULE_FIELDS = ("tp", "pp", "vp", "dp", "cp", "ep", "micro_batch")
+"""The layout fields the structural rules read."""
+
+
+def divisors(n: int) -> list[int]:
+    """Every divisor of `n` >= 1, ascending: the degrees a parallel dimension can take on `n` GPUs."""
+    if n < 1:
+        raise ValueError(f"divisors needs n >= 1, got {n}")
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +69,7 @@ class Layout:
             raise ValueError(f"recompute must be one of {RECOMPUTE}, got {self.recompute!r}")
         if self.recompute_layers is not None and (self.recompute != "full" or self.recompute_layers < 0):
             raise ValueError(f"recompute_layers={self.recompute_layers} needs recompute='full' and >= 0")
-        if self.zero is not None and self.zero not in (0, 1, 2, 3):
+        if self.zero is not None and self.zero not in ZERO_STAGES:
             raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
 
     @property
@@ -79,8 +95,9 @@ class Layout:
 
 @dataclass(frozen=True)
 class Rule:
-    """A structural rule: `bad(model, seq_len, global_batch, arrays)` -> bool mask of violations;
-    `message(model, seq_len, global_batch, scalars)` -> the reason for one violating plan."""
+    """A structural rule: `bad(model, seq_len, global_batch, x)` -> bool mask of violations, where x maps
+    RULE_FIELDS to arrays (or scalars); `message(model, seq_len, global_batch, x)` -> the reason for one
+    violating plan (x of scalars)."""
 
     key: str
     bad: Callable[..., np.ndarray]
@@ -156,38 +173,26 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "batch",
-        lambda m, s, g, x: g % (x["dp"] * x["mb"]) != 0,
-        lambda m, s, g, x: f"global batch {g} is not a multiple of DP x micro-batch = {x['dp']} x {x['mb']}",
+        lambda m, s, g, x: g % (x["dp"] * x["micro_batch"]) != 0,
+        lambda m, s, g, x: (
+            f"global batch {g} is not a multiple of DP x micro-batch = {x['dp']} x {x['micro_batch']}"
+        ),
     ),
 )
 
 
-def rule_masks(
-    model: ModelSpec, seq_len: int, global_batch: int, arrays: dict[str, np.ndarray]
-) -> dict[str, np.ndarray]:
-    """key -> violation mask for every rule (arrays: tp, pp, vp, dp, cp, ep, mb)."""
-    shape = np.broadcast(*arrays.values()).shape
-    return {
-        r.key: np.broadcast_to(np.asarray(r.bad(model, seq_len, global_batch, arrays), dtype=bool), shape)
-        for r in RULES
-    }
+def broken_rules(model: ModelSpec, layout: Layout, *, seq_len: int, global_batch: int) -> list[Rule]:
+    """The structural rules `layout` breaks, in RULES order (empty if none)."""
+    x = {k: np.asarray(getattr(layout, k)) for k in RULE_FIELDS}
+    return [r for r in RULES if bool(np.asarray(r.bad(model, seq_len, global_batch, x)))]
 
 
 def layout_problems(model: ModelSpec, layout: Layout, *, seq_len: int, global_batch: int) -> list[str]:
     """Every structural rule `layout` breaks, as readable reasons (empty if none)."""
-    x = {
-        "tp": layout.tp,
-        "pp": layout.pp,
-        "vp": layout.vp,
-        "dp": layout.dp,
-        "cp": layout.cp,
-        "ep": layout.ep,
-        "mb": layout.micro_batch,
-    }
+    x = {k: getattr(layout, k) for k in RULE_FIELDS}
     out = [
         r.message(model, seq_len, global_batch, x)
-        for r in RULES
-        if bool(np.asarray(r.bad(model, seq_len, global_batch, {k: np.asarray(v) for k, v in x.items()})))
+        for r in broken_rules(model, layout, seq_len=seq_len, global_batch=global_batch)
     ]
     if layout.etp != 1:
         out.append(f"ETP={layout.etp}: expert tensor parallelism other than 1 is not modelled")

@@ -11,11 +11,12 @@ Sources:
   parallelism too: s·b·h/t·(34 + 5as/h); selective recomputation drops the 5as/h term (the attention core);
   full recomputation keeps only the layer input, 2sbh (÷t with SP). The general count below derives the
   34 op by op, so GQA, gated FFNs, MoE, MLA and flash attention (no s x s scores) change it correctly.
-* 1F1B (Narayanan et al. 2021): the first stage holds p micro-batches in flight of L/p layers each; the
-  interleaved schedule with v chunks holds (v-1)·p + 2(p-1) + 1 chunk-micro-batches (Megatron-LM's warm-up
-  count), about L·(1 + (p-1)/(p·v)) layers' worth.
+* 1F1B (Narayanan et al. 2021, https://arxiv.org/abs/2104.04473): the first stage holds p micro-batches
+  in flight of L/p layers each; the interleaved schedule with v chunks holds (v-1)·p + 2(p-1) + 1
+  chunk-micro-batches (Megatron-LM's warm-up count), about L·(1 + (p-1)/(p·v)) layers' worth.
 
-All functions take numpy arrays (or scalars) for the layout so the search evaluates many plans at once.
+All functions take numpy arrays (or scalars) for the layout so the search evaluates many plans at once;
+`plan_memory` puts them together for every plan of a `PlanGrid`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from __future__ import annotations
 import numpy as np
 
 from tenfold.perf.specs.models import ModelSpec
+from tenfold.perf.specs.precision import Precision
+from tenfold.perf.training.grid import PlanGrid
+from tenfold.perf.training.layout import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
+from tenfold.perf.training.stack import Stack, uses_flash
 
-RECOMPUTE = ("none", "selective", "full")
 # Fixed per-GPU overhead outside the model: CUDA context, NCCL and cuBLAS/TE workspaces (~2.5 GiB
 # observed on H100 runs; order-of-magnitude figure, not fitted), plus 5 % allocator fragmentation.
 FIXED_OVERHEAD_BYTES = 2.5 * 1024**3
@@ -76,9 +80,10 @@ def layer_activation_bytes_per_token(
 ):
     """Bytes one layer stores per token of a micro-batch (per GPU), for the backward pass.
 
-    `t` tensor-parallel degree, `sp` sequence parallelism (0/1), `recompute` code 0 none / 1 selective /
-    2 full (arrays broadcast), `flash` attention without materialised scores, `operand_bytes` bytes of a
-    saved GEMM input (TE keeps the quantized copy under FP8/FP4), `moe` an MoE layer instead of a dense one.
+    `t` tensor-parallel degree, `sp` sequence parallelism (0/1), `recompute` the mode's code
+    (layout.RECOMPUTE_CODE; arrays broadcast), `flash` attention without materialised scores,
+    `operand_bytes` bytes of a saved GEMM input (TE keeps the quantized copy under FP8/FP4), `moe` an MoE
+    layer instead of a dense one.
     For GPT with flash=False and 2-byte operands this reproduces Korthikanti's 34 + 5as/h.
     """
     t = np.asarray(t, dtype=float)
@@ -110,8 +115,8 @@ def layer_activation_bytes_per_token(
         rep = rep + ob * h  # FC1 input
         shard = shard + 2 * gate * model.ffn + ob * model.ffn
     rc = np.asarray(recompute)
-    stored = rep / r + shard / t + np.where(rc == 1, 0.0, core / t)
-    return np.where(rc == 2, 2.0 * h / r, stored)
+    stored = rep / r + shard / t + np.where(rc == RECOMPUTE_SELECTIVE, 0.0, core / t)
+    return np.where(rc == RECOMPUTE_FULL, 2.0 * h / r, stored)
 
 
 def inflight_layer_microbatches(*, layers: int, pp, vp, m, schedule: str = "1f1b"):
@@ -119,7 +124,8 @@ def inflight_layer_microbatches(*, layers: int, pp, vp, m, schedule: str = "1f1b
     pp, vp, m = (np.asarray(x, dtype=float) for x in (pp, vp, m))
     slots = np.ceil(layers / (pp * vp))  # layers per chunk
     if schedule == "dualpipe":
-        # DualPipe (DeepSeek-V3 §3.2.1) keeps PP + 1 micro-batches of activations.
+        # DualPipe (DeepSeek-V3, https://arxiv.org/abs/2412.19437 §3.2.1) keeps PP + 1 micro-batches of
+        # activations.
         return np.minimum(m, pp + 1) * slots * vp
     one = np.minimum(m, pp) * slots * vp
     interleaved = np.minimum(m * vp, (vp - 1) * pp + 2 * (pp - 1) + 1) * slots
@@ -173,3 +179,77 @@ def model_state_bytes(
     wd, gd, od = part(dense, nd)
     we, ge, oe = part(expert, ne)
     return wd + we + np.where(z >= 3, gathered, 0.0), gd + ge, od + oe
+
+
+def plan_memory(
+    model: ModelSpec,
+    grid: PlanGrid,
+    *,
+    precision: Precision,
+    software: Stack,
+    seq_len: int,
+    global_batch: int,
+) -> dict[str, np.ndarray]:
+    """Memory per GPU of the busiest stage for every plan of `grid` (bytes): weights_B, grads_B,
+    optimizer_B, activations_B, other_B (buffers, fragmentation, CUDA/NCCL context) and the total memory_B."""
+    p = grid.terms(layers=model.layers, seq_len=seq_len, global_batch=global_batch)
+    T, tp, rc, rf, slots = p.tokens, p.tp, p.recompute, p.recompute_fraction, p.stage_layers
+    L, D = model.layers, model.hidden
+    full = rc == RECOMPUTE_FULL
+    kinds = [moe for moe, n in ((False, model.n_dense_layers), (True, model.moe_layers)) if n]
+    kw = dict(
+        t=tp,
+        sp=p.sequence_parallel,
+        seq_len=seq_len,
+        flash=uses_flash(model, software),
+        operand_bytes=precision.operand_bytes if precision.low else 2.0,
+    )
+    acts = [layer_activation_bytes_per_token(model, recompute=rc, moe=moe, **kw) for moe in kinds]
+    acts_none = [
+        layer_activation_bytes_per_token(model, recompute=RECOMPUTE_NONE, moe=moe, **kw) for moe in kinds
+    ]
+    # partial full recomputation: the recomputed share stores layer inputs, the rest everything
+    acts = [np.where(full, rf * a + (1 - rf) * n, a) for a, n in zip(acts, acts_none, strict=True)]
+    if len(kinds) == 2:
+        a_avg = (model.n_dense_layers * acts[0] + model.moe_layers * acts[1]) / L
+        a_none = np.maximum(*acts_none)
+    else:
+        a_avg, a_none = acts[0], acts_none[0]
+    inflight = inflight_layer_microbatches(
+        layers=L, pp=p.pp, vp=p.vp, m=p.microbatches, schedule=software.pp_schedule
+    )
+    work = np.where(full, T * a_none, 0.0)  # one layer's full set while recomputing it
+    logits = 6.0 * model.vocab / tp * T
+    first = inflight * T * a_avg + work
+    last = slots * T * a_avg + work + logits
+    activations = np.where(p.pp > 1, np.maximum(first, last), first + logits)
+
+    dense_p, expert_p = stage_params(model, t=tp, pp=p.pp, vp=p.vp, ep=p.ep)
+    gathered = 2.0 * 2.0 * (dense_p / slots + expert_p / slots)
+    # FSDP that keeps the weights gathered through a step holds them like ZeRO-2 while it runs
+    zero_held = np.where((p.zero == 3) & (not software.fsdp_regather), 2, p.zero)
+    weights, grads, opt = model_state_bytes(
+        dense_p,
+        expert_p,
+        zero=zero_held,
+        dp_dense=p.dense_dp,
+        dp_expert=p.expert_dp,
+        weight_bytes=2.0 + precision.weight_copy_bytes,
+        grad_bytes=software.main_grad_bytes,
+        gathered=gathered,
+    )
+    if software.pp_schedule == "dualpipe":  # two copies of the parameters (DeepSeek-V3 §3.2.1)
+        weights, grads = 2.0 * weights, 2.0 * grads
+    buffers = T * D * 2.0 * 2.0  # TP/SP gathered activations and p2p buffers
+    if model.is_moe:
+        buffers = buffers + 2.0 * (T / tp) * model.topk * D * 2.0
+    core = weights + grads + opt + activations + buffers
+    other = buffers + FRAGMENTATION * core + FIXED_OVERHEAD_BYTES
+    return {
+        "weights_B": weights,
+        "grads_B": grads,
+        "optimizer_B": opt,
+        "activations_B": activations,
+        "other_B": other,
+        "memory_B": weights + grads + opt + activations + other,
+    }

@@ -15,7 +15,6 @@ Sequence parallelism is always on when tp > 1 (it never costs time and saves mem
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,25 +24,13 @@ import numpy as np
 from tenfold.perf.calibration import Calibration, load_calibration
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 from tenfold.perf.specs.models import ModelSpec, load_model
-from tenfold.perf.specs.precision import check_supported, get_precision
-from tenfold.perf.training.estimate import (
-    RECOMPUTE_CODE,
-    TrainingEstimate,
-    estimate_training,
-    plan_memory,
-    plan_times,
-)
-from tenfold.perf.training.layout import RULES, Layout, rule_masks
+from tenfold.perf.specs.precision import Precision, check_supported, get_precision
+from tenfold.perf.training.estimate import TrainingEstimate, estimate_training
+from tenfold.perf.training.grid import MICRO_BATCHES, RECOMPUTES, PlanGrid, search_chunks
+from tenfold.perf.training.layout import RULES, ZERO_STAGES, broken_rules
+from tenfold.perf.training.memory import plan_memory
 from tenfold.perf.training.stack import Stack, stack
-
-MICRO_BATCHES = (1, 2, 4, 8, 16)
-RECOMPUTES = ("none", "selective", "full")
-ZERO_STAGES = (0, 1, 2, 3)
-CODE_RECOMPUTE = {v: k for k, v in RECOMPUTE_CODE.items()}
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+from tenfold.perf.training.step import plan_times
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,39 +80,45 @@ def enumerate_plans(
     *,
     seq_len: int,
     max_vp: int = 8,
+    software: Stack | None = None,
     micro_batches: tuple[int, ...] = MICRO_BATCHES,
     recomputes: tuple[str, ...] = RECOMPUTES,
     zero_stages: tuple[int, ...] = ZERO_STAGES,
-) -> list[dict[str, np.ndarray]]:
-    """The grid as chunks of arrays (one chunk per (tp, pp, cp)); dp = num_gpus / (tp·pp·cp).
-
-    Every (tp, pp, cp) whose product divides the GPU count is listed, with tp and cp capped only by the
-    head count and the sequence length and pp by the layer count; the rules decide validity."""
-    divs = _divisors(num_gpus)
-    eps = [e for e in divs if model.is_moe and model.experts % e == 0] if model.is_moe else [1]
-    chunks = []
-    for tp, pp, cp in itertools.product(divs, divs, divs):
-        if num_gpus % (tp * pp * cp) or tp > model.heads or pp > model.layers or cp > seq_len:
-            continue
-        dp = num_gpus // (tp * pp * cp)
-        vps = [v for v in range(1, max_vp + 1) if v == 1 or pp > 1]
-        grid = np.array(list(itertools.product(vps, eps, micro_batches, range(len(recomputes)), zero_stages)))
-        n = len(grid)
-        chunks.append(
-            {
-                "tp": np.full(n, tp),
-                "pp": np.full(n, pp),
-                "cp": np.full(n, cp),
-                "dp": np.full(n, dp),
-                "vp": grid[:, 0],
-                "ep": grid[:, 1],
-                "mb": grid[:, 2],
-                "rc": np.array([RECOMPUTE_CODE[recomputes[i]] for i in grid[:, 3]]),
-                "zero": grid[:, 4],
-                "sp": np.full(n, int(tp > 1)),
-            }
+) -> PlanGrid:
+    """The search's whole grid as one PlanGrid (`grid.search_chunks` joined; `grid.count_plans` counts it)."""
+    return PlanGrid.concat(
+        search_chunks(
+            model,
+            num_gpus,
+            seq_len=seq_len,
+            max_vp=max_vp,
+            software=software,
+            micro_batches=micro_batches,
+            recomputes=recomputes,
+            zero_stages=zero_stages,
         )
-    return chunks
+    )
+
+
+def _resolve(
+    model: ModelSpec | str,
+    hardware: Hardware | str,
+    precision: Precision | str,
+    software: Stack | str,
+    calibration: Calibration | None,
+) -> tuple[ModelSpec, Hardware, Precision, Stack, Calibration]:
+    """Names to specs, once, at the edge (ValueError for an unknown name)."""
+    model = load_model(model) if isinstance(model, str) else model
+    hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
+    prec = get_precision(precision) if isinstance(precision, str) else precision
+    sw = stack(software) if isinstance(software, str) else software
+    return model, hw, prec, sw, calibration or load_calibration()
+
+
+def _check_supported(prec: Precision, hw: Hardware) -> None:
+    unsupported = check_supported(prec, hw)
+    if unsupported:
+        raise ValueError(unsupported)
 
 
 def search_training(
@@ -135,7 +128,7 @@ def search_training(
     *,
     seq_len: int,
     global_batch: int,
-    precision: str = "bf16",
+    precision: Precision | str = "bf16",
     software: Stack | str = "megatron-core",
     calibration: Calibration | None = None,
     top_k: int = 5,
@@ -151,101 +144,55 @@ def search_training(
     Raises ValueError for bad input (unknown names, num_gpus < 1, a precision the GPU lacks).
     """
     t0 = time.perf_counter()
-    model = load_model(model) if isinstance(model, str) else model
-    hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
-    prec = get_precision(precision)
-    sw = stack(software) if isinstance(software, str) else software
-    cal = calibration or load_calibration()
+    model, hw, prec, sw, cal = _resolve(model, hardware, precision, software, calibration)
     if num_gpus < 1 or seq_len < 1 or global_batch < 1:
         raise ValueError(
             f"num_gpus, seq_len and global_batch must be >= 1, got {num_gpus}, {seq_len}, {global_batch}"
         )
-    unsupported = check_supported(prec, hw)
-    if unsupported:
-        raise ValueError(unsupported)
-    if not sw.interleaving:
-        max_vp = 1
-    chunks = enumerate_plans(
+    _check_supported(prec, hw)
+    chunks = search_chunks(
         model,
         num_gpus,
         seq_len=seq_len,
         max_vp=max_vp,
+        software=sw,
         micro_batches=micro_batches,
         recomputes=recomputes,
         zero_stages=zero_stages,
     )
+    kw = dict(precision=prec, software=sw, seq_len=seq_len, global_batch=global_batch)
     rejected = {r.key: 0 for r in RULES} | {"tp_domain": 0, "memory": 0}
     evaluated = valid_n = fits_n = 0
     best_step: list[np.ndarray] = []
-    best_plans: list[dict[str, np.ndarray]] = []
+    best_plans: list[PlanGrid] = []
     keep = max(top_k, 1) * 4
     for i, x in enumerate(chunks):
-        n = len(x["tp"])
-        evaluated += n
-        masks = rule_masks(
-            model, seq_len, global_batch, {k: x[k] for k in ("tp", "pp", "vp", "dp", "cp", "ep", "mb")}
-        )
-        masks["tp_domain"] = x["tp"] > hw.placement_domain
-        bad = np.zeros(n, dtype=bool)
+        evaluated += len(x)
+        masks = x.rule_masks(model, seq_len, global_batch)
+        masks["tp_domain"] = x.tp > hw.placement_domain
+        bad = np.zeros(len(x), dtype=bool)
         for key, mask in masks.items():
             rejected[key] += int(np.count_nonzero(mask & ~bad))
             bad |= mask
-        ok = ~bad
-        valid_n += int(np.count_nonzero(ok))
-        if np.any(ok):
-            y = {k: v[ok] for k, v in x.items()}
-            mem = plan_memory(
-                model, hw, precision=prec, software=sw, seq_len=seq_len, global_batch=global_batch, **y
-            )["memory_B"]
-            fit = mem <= hw.hbm_bytes
+        valid_n += int(np.count_nonzero(~bad))
+        if np.any(~bad):
+            y = x.select(~bad)
+            fit = plan_memory(model, y, **kw)["memory_B"] <= hw.hbm_bytes
             rejected["memory"] += int(np.count_nonzero(~fit))
             fits_n += int(np.count_nonzero(fit))
             if np.any(fit):
-                z = {k: v[fit] for k, v in y.items()}
-                step = plan_times(
-                    model,
-                    hw,
-                    precision=prec,
-                    software=sw,
-                    calibration=cal,
-                    seq_len=seq_len,
-                    global_batch=global_batch,
-                    **z,
-                )["step_s"]
+                z = y.select(fit)
+                step = plan_times(model, hw, z, calibration=cal, **kw)["step_s"]
                 order = np.argsort(step, kind="stable")[:keep]
                 best_step.append(step[order])
-                best_plans.append({k: v[order] for k, v in z.items()})
+                best_plans.append(z.select(order))
         if progress is not None:
             progress(i + 1, len(chunks))
     top: list[TrainingEstimate] = []
     if best_step:
-        steps = np.concatenate(best_step)
-        plans = {k: np.concatenate([p[k] for p in best_plans]) for k in best_plans[0]}
-        for j in np.argsort(steps, kind="stable")[:top_k]:
-            lay = Layout(
-                tp=int(plans["tp"][j]),
-                pp=int(plans["pp"][j]),
-                dp=int(plans["dp"][j]),
-                cp=int(plans["cp"][j]),
-                ep=int(plans["ep"][j]),
-                vp=int(plans["vp"][j]),
-                sp=bool(plans["sp"][j]),
-                micro_batch=int(plans["mb"][j]),
-                recompute=CODE_RECOMPUTE[int(plans["rc"][j])],
-                zero=int(plans["zero"][j]),
-            )
-            top.append(
-                estimate_training(
-                    model,
-                    hw,
-                    lay,
-                    seq_len=seq_len,
-                    global_batch=global_batch,
-                    precision=prec.name,
-                    software=sw,
-                    calibration=cal,
-                )
-            )
+        plans = PlanGrid.concat(best_plans)
+        for j in np.argsort(np.concatenate(best_step), kind="stable")[:top_k]:
+            top.append(estimate_training(model, hw, plans.layout(j), calibration=cal, **kw))
     return SearchResult(
         model=model.name,
         hardware=hw.name,
@@ -263,21 +210,6 @@ def search_training(
     )
 
 
-def _layout(x: dict[str, np.ndarray], j: int) -> Layout:
-    return Layout(
-        tp=int(x["tp"][j]),
-        pp=int(x["pp"][j]),
-        dp=int(x["dp"][j]),
-        cp=int(x["cp"][j]),
-        ep=int(x["ep"][j]),
-        vp=int(x["vp"][j]),
-        sp=bool(x["sp"][j]),
-        micro_batch=int(x["mb"][j]),
-        recompute=CODE_RECOMPUTE[int(x["rc"][j])],
-        zero=int(x["zero"][j]),
-    )
-
-
 def search_training_reference(
     model: ModelSpec | str,
     hardware: Hardware | str,
@@ -285,7 +217,7 @@ def search_training_reference(
     *,
     seq_len: int,
     global_batch: int,
-    precision: str = "bf16",
+    precision: Precision | str = "bf16",
     software: Stack | str = "megatron-core",
     calibration: Calibration | None = None,
     top_k: int = 5,
@@ -298,50 +230,34 @@ def search_training_reference(
     """The plain reference for `search_training`: the same grid, one plan at a time through the
     per-plan rules and `estimate_training`. Slow; tests hold the vectorised search equal to it."""
     t0 = time.perf_counter()
-    model = load_model(model) if isinstance(model, str) else model
-    hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
-    prec = get_precision(precision)
-    sw = stack(software) if isinstance(software, str) else software
-    cal = calibration or load_calibration()
-    unsupported = check_supported(prec, hw)
-    if unsupported:
-        raise ValueError(unsupported)
-    if not sw.interleaving:
-        max_vp = 1
-    chunks = enumerate_plans(
+    model, hw, prec, sw, cal = _resolve(model, hardware, precision, software, calibration)
+    _check_supported(prec, hw)
+    chunks = search_chunks(
         model,
         num_gpus,
         seq_len=seq_len,
         max_vp=max_vp,
+        software=sw,
         micro_batches=micro_batches,
         recomputes=recomputes,
         zero_stages=zero_stages,
     )
+    kw = dict(precision=prec, software=sw, seq_len=seq_len, global_batch=global_batch)
     rejected = {r.key: 0 for r in RULES} | {"tp_domain": 0, "memory": 0}
     evaluated = valid_n = fits_n = 0
     ranked: list[tuple[float, int, TrainingEstimate]] = []
     for i, x in enumerate(chunks):
-        for j in range(len(x["tp"])):
+        for j in range(len(x)):
             evaluated += 1
-            lay = _layout(x, j)
-            one = {k: np.asarray(x[k][j]) for k in ("tp", "pp", "vp", "dp", "cp", "ep", "mb")}
-            broken = [r.key for r in RULES if bool(r.bad(model, seq_len, global_batch, one))]
+            lay = x.layout(j)
+            broken = [r.key for r in broken_rules(model, lay, seq_len=seq_len, global_batch=global_batch)]
             if lay.tp > hw.placement_domain:
                 broken.append("tp_domain")
             if broken:
                 rejected[broken[0]] += 1
                 continue
             valid_n += 1
-            est = estimate_training(
-                model,
-                hw,
-                lay,
-                seq_len=seq_len,
-                global_batch=global_batch,
-                precision=prec.name,
-                software=sw,
-                calibration=cal,
-            )
+            est = estimate_training(model, hw, lay, calibration=cal, **kw)
             if not est.feasible:
                 rejected["memory"] += 1
                 continue

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from tenfold.perf.specs.models import ModelSpec
+
 TP_OVERLAP_RESIDUAL = 0.1
 SCHEDULES = ("1f1b", "dualpipe")
 CP_COMMS = ("ring", "allgather", "a2a")
@@ -36,7 +38,7 @@ class Stack:
     flash_attention: fused attention without materialised s x s scores (FlashAttention / cuDNN).
     tp_overlap, dp_overlap, pp_overlap, ep_overlap: see the module docstring.
     ep_dedup: MoE dispatch sends a token once per remote domain (DeepEP / HybridEP / node-limited routing).
-    pp_schedule: "1f1b" (interleaved when vp > 1) or "dualpipe" (DeepSeek-V3 §3.2.1).
+    pp_schedule: "1f1b" (interleaved when vp > 1) or "dualpipe" (DeepSeek-V3, arXiv 2412.19437 §3.2.1).
     cp_comm: context-parallel algorithm: "ring" (p2p KV exchange), "allgather" (Llama 3), "a2a" (Ulysses).
     balanced_stages: the pipeline layout accounts for the embedding/head (Megatron-Core
         `account_for_embedding/loss_in_pipeline_split`); otherwise the last stage also carries the head.
@@ -152,6 +154,11 @@ def _deepseek_v3() -> Stack:
 
 
 STACK_NAMES = tuple(_STACKS)
+
+
+def uses_flash(model: ModelSpec, software: Stack) -> bool:
+    """Fused (flash) attention, unless the software cannot fuse this model's attention (sinks)."""
+    return software.flash_attention and (software.fused_sink_attention or not model.attention_sinks)
 
 
 def stack(name: str = "megatron-core", **overrides: object) -> Stack:

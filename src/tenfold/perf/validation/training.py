@@ -1,8 +1,8 @@
 """Validation against published training runs: predict each row's metric with the row's own layout.
 
 Reads a CSV in the schema of `tenfold/data/validation/training_runs.csv` (documented in
-docs/validation.md; the columns of shared/research/validation/training_runs.csv plus optional tenfold
-extension columns). For each row:
+docs/validation.md: one published run per row, each with its source URL, plus optional tenfold extension
+columns). For each row:
 
 * the architecture comes from the row's columns, with what the schema lacks (activation, MLA ranks, dense
   layers, MTP, sliding window, biases, tied embeddings) from the catalog model the `model` column names
@@ -35,9 +35,10 @@ from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.specs.hardware import Hardware, list_hardware, load_hardware
 from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.specs.precision import Precision, check_supported, get_precision
-from tenfold.perf.training.estimate import RECOMPUTE_CODE, evaluate_plans, plan_arrays
-from tenfold.perf.training.layout import Layout, rule_masks
+from tenfold.perf.training.grid import PlanGrid
+from tenfold.perf.training.layout import RECOMPUTE, Layout
 from tenfold.perf.training.stack import Stack, stack
+from tenfold.perf.training.step import evaluate_plans
 from tenfold.perf.validation.rows import int_cell, parse_assumptions, row_model
 
 METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "time_to_train_min")
@@ -55,7 +56,8 @@ REQUIRED = (
     "hidden",
     "heads",
 )
-MICRO_BATCHES = (1, 2, 4, 8)
+UNSTATED_MICRO_BATCHES = (1, 2, 4, 8)
+"""Micro-batch sizes tried for a published run that does not state its own (the search tries more)."""
 
 
 def default_runs_path() -> Path:
@@ -63,7 +65,7 @@ def default_runs_path() -> Path:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Case:
+class TrainingCase:
     """One validation row, resolved into model inputs (or the reason it cannot be)."""
 
     id: str
@@ -131,7 +133,41 @@ class ValidationReport:
         }
 
 
-def case_from_row(row: dict[str, str]) -> Case:
+def _row_software(row: dict[str, str]) -> Stack:
+    """The row's software preset with the overrides its columns give (pp_schedule, ep_dispatch, ...)."""
+    overrides: dict[str, object] = {}
+    if (row.get("pp_schedule") or "").strip():
+        overrides["pp_schedule"] = row["pp_schedule"].strip()
+    if (row.get("ep_dispatch") or "").strip():
+        overrides["ep_dedup"] = row["ep_dispatch"].strip() == "dedup"
+    if (row.get("ep_overlap") or "").strip():
+        overrides["ep_overlap"] = row["ep_overlap"].strip() == "1"
+    if (row.get("cp_comm") or "").strip():
+        overrides["cp_comm"] = row["cp_comm"].strip()
+    return stack((row.get("software") or "").strip() or "megatron-core", **overrides)
+
+
+def _knob_options(
+    row: dict[str, str], *, global_batch: int, dp: int, pp: int, layers: int, software: Stack
+) -> tuple[list[int], list[int], list[str]]:
+    """(micro-batches, vps, recompute modes) to try: the row's value, or every plausible one if empty."""
+    mbs = (
+        [int_cell(row["micro_batch"])]
+        if (row.get("micro_batch") or "").strip()
+        else [b for b in UNSTATED_MICRO_BATCHES if global_batch % (dp * b) == 0]
+    )
+    # Unknown VP: interleaving depths up to 8 whose chunks still hold a layer (uneven layouts allowed,
+    # as Megatron-Core's pipeline layouts and Llama 3's balanced first/last stages do).
+    vps = (
+        [int_cell(row["vp"])]
+        if (row.get("vp") or "").strip()
+        else [1] + [v for v in range(2, 9) if pp > 1 and pp * v <= layers and software.interleaving]
+    )
+    rcs = [row["recompute"].strip()] if (row.get("recompute") or "").strip() else list(RECOMPUTE)
+    return mbs, vps, rcs
+
+
+def case_from_row(row: dict[str, str]) -> TrainingCase:
     """Resolve one CSV row (see the module docstring)."""
     missing = [k for k in REQUIRED if not (row.get(k) or "").strip()]
     head = dict(
@@ -146,11 +182,11 @@ def case_from_row(row: dict[str, str]) -> Case:
         source_url=row.get("source_url", ""),
     )
     if missing:
-        return Case(**head, reason=f"missing required columns: {', '.join(missing)}")
+        return TrainingCase(**head, reason=f"missing required columns: {', '.join(missing)}")
     if head["metric"] not in METRICS:
-        return Case(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
+        return TrainingCase(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
     if head["gpu"] not in list_hardware():
-        return Case(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
+        return TrainingCase(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
     assumed: list[str] = []
     given = parse_assumptions(row.get("assumptions", ""))
     for key, value in given.items():
@@ -160,7 +196,7 @@ def case_from_row(row: dict[str, str]) -> Case:
     model, why, notes = row_model(row)
     assumed += notes
     if model is None:
-        return Case(**head, reason=why)
+        return TrainingCase(**head, reason=why)
     hw = load_hardware(head["gpu"])
     prec_name = (row.get("precision") or "").strip()
     if not prec_name:
@@ -169,22 +205,12 @@ def case_from_row(row: dict[str, str]) -> Case:
     precision = get_precision(prec_name)
     unsupported = check_supported(precision, hw)
     if unsupported:
-        return Case(**head, reason=unsupported)
-    sw_name = (row.get("software") or "").strip() or "megatron-core"
-    overrides: dict[str, object] = {}
-    if (row.get("pp_schedule") or "").strip():
-        overrides["pp_schedule"] = row["pp_schedule"].strip()
-    if (row.get("ep_dispatch") or "").strip():
-        overrides["ep_dedup"] = row["ep_dispatch"].strip() == "dedup"
-    if (row.get("ep_overlap") or "").strip():
-        overrides["ep_overlap"] = row["ep_overlap"].strip() == "1"
-    if (row.get("cp_comm") or "").strip():
-        overrides["cp_comm"] = row["cp_comm"].strip()
-    software = stack(sw_name, **overrides)
+        return TrainingCase(**head, reason=unsupported)
+    software = _row_software(row)
     seq = int_cell(row["seq_len"])
     gbs = int_cell(row.get("global_batch_seqs"))
     if not gbs:
-        return Case(
+        return TrainingCase(
             **head,
             reason="global_batch_seqs is empty: the pipeline bubble and the number of "
             "gradient-accumulation steps depend on it",
@@ -192,28 +218,18 @@ def case_from_row(row: dict[str, str]) -> Case:
     tp, pp, cp = int_cell(row["tp"]), int_cell(row["pp"]), int_cell(row.get("cp"), 1)
     dp = int_cell(row.get("dp"), head["num_gpus"] // (tp * pp * cp))
     if tp * pp * dp * cp != head["num_gpus"]:
-        return Case(**head, reason=f"TP·PP·DP·CP = {tp * pp * dp * cp} but num_gpus = {head['num_gpus']}")
+        return TrainingCase(
+            **head, reason=f"TP·PP·DP·CP = {tp * pp * dp * cp} but num_gpus = {head['num_gpus']}"
+        )
     ep = int_cell(row.get("ep"), 1)
     if int_cell(row.get("etp"), 1) != 1:
-        return Case(**head, reason="ETP > 1 is not modelled")
+        return TrainingCase(**head, reason="ETP > 1 is not modelled")
     sp_cell = (row.get("sp") or "").strip()
     sp = bool(int(sp_cell)) if sp_cell else (tp > 1 and software.flash_attention)
     if not sp_cell and tp > 1:
         assumed.append(f"sp={int(sp)} (empty)")
     zero = 3 if int_cell(row.get("fsdp"), 0) else software.default_zero
-    mbs = (
-        [int_cell(row["micro_batch"])]
-        if (row.get("micro_batch") or "").strip()
-        else [b for b in MICRO_BATCHES if gbs % (dp * b) == 0]
-    )
-    # Unknown VP: interleaving depths up to 8 whose chunks still hold a layer (uneven layouts allowed,
-    # as Megatron-Core's pipeline layouts and Llama 3's balanced first/last stages do).
-    vps = (
-        [int_cell(row["vp"])]
-        if (row.get("vp") or "").strip()
-        else [1] + [v for v in range(2, 9) if pp > 1 and pp * v <= model.layers and software.interleaving]
-    )
-    rcs = [row["recompute"].strip()] if (row.get("recompute") or "").strip() else list(RECOMPUTE_CODE)
+    mbs, vps, rcs = _knob_options(row, global_batch=gbs, dp=dp, pp=pp, layers=model.layers, software=software)
     for label, options in (("micro_batch", mbs), ("vp", vps), ("recompute", rcs)):
         if len(options) > 1:
             assumed.append(f"{label} chosen by the model from {options}")
@@ -235,13 +251,15 @@ def case_from_row(row: dict[str, str]) -> Case:
         for b, v, rc in itertools.product(mbs, vps, rcs)
     )
     if not candidates:
-        return Case(**head, reason=f"no micro-batch in {MICRO_BATCHES} divides the batch per DP rank")
+        return TrainingCase(
+            **head, reason=f"no micro-batch in {UNSTATED_MICRO_BATCHES} divides the batch per DP rank"
+        )
     train_tokens = float(row["train_tokens"]) if (row.get("train_tokens") or "").strip() else 0.0
     if head["metric"] == "time_to_train_min" and not train_tokens:
-        return Case(
+        return TrainingCase(
             **head, reason="time_to_train_min needs the number of training tokens (train_tokens column)"
         )
-    return Case(
+    return TrainingCase(
         **head,
         model=model,
         hardware=hw,
@@ -255,8 +273,8 @@ def case_from_row(row: dict[str, str]) -> Case:
     )
 
 
-def load_cases(path: str | Path | None = None) -> list[Case]:
-    """Every row of a validation CSV as a Case (default: the shipped rows)."""
+def load_cases(path: str | Path | None = None) -> list[TrainingCase]:
+    """Every row of a validation CSV as a TrainingCase (default: the shipped rows)."""
     path = Path(path) if path is not None else default_runs_path()
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
@@ -266,39 +284,22 @@ def load_cases(path: str | Path | None = None) -> list[Case]:
         return [case_from_row(row) for row in reader]
 
 
-def predict_case(case: Case, calibration: Calibration) -> RowResult:
+def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
     """Predict one resolved case (all its candidate layouts in one vectorised call)."""
     assert not case.reason, case.reason
     lays = case.candidates
-    arrays = {
-        "tp": np.array([x.tp for x in lays]),
-        "pp": np.array([x.pp for x in lays]),
-        "vp": np.array([x.vp for x in lays]),
-        "dp": np.array([x.dp for x in lays]),
-        "cp": np.array([x.cp for x in lays]),
-        "ep": np.array([x.ep for x in lays]),
-        "mb": np.array([x.micro_batch for x in lays]),
-        "sp": np.array([int(x.sequence_parallel) for x in lays]),
-        "rc": np.array([RECOMPUTE_CODE[x.recompute] for x in lays]),
-        "zero": np.array([x.zero for x in lays]),
-        "rf": np.array([plan_arrays(x, case.software, case.model.layers)["rf"][0] for x in lays]),
-    }
+    grid = PlanGrid.from_layouts(lays, default_zero=case.software.default_zero)
     out = evaluate_plans(
         case.model,
         case.hardware,
+        grid,
         precision=case.precision,
         software=case.software,
         calibration=calibration,
         seq_len=case.seq_len,
         global_batch=case.global_batch,
-        **arrays,
     )
-    masks = rule_masks(
-        case.model,
-        case.seq_len,
-        case.global_batch,
-        {k: arrays[k] for k in ("tp", "pp", "vp", "dp", "cp", "ep", "mb")},
-    )
+    masks = grid.rule_masks(case.model, case.seq_len, case.global_batch)
     valid = ~np.any(np.stack(list(masks.values())), axis=0)
     fits = out["memory_B"] <= case.hardware.hbm_bytes
     step = np.where(valid, out["step_s"], np.inf)
