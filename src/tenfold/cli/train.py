@@ -60,9 +60,7 @@ def train(
     import torch
 
     from tenfold.engine.telemetry.recorder import Recorder
-    from tenfold.report.runs import load_run, runs_report_html
-    from tenfold.train import TrainConfig, Trainer, write_metrics
-    from tenfold.train.trainer import WEIGHTS_NAME
+    from tenfold.train import TrainConfig, Trainer
 
     try:
         cfg = TrainConfig(
@@ -117,6 +115,19 @@ def train(
         result = trainer.run(on_step=on_step)
     if recorder is not None:
         recorder.close()
+    summary = write_run(run_dir, name, cfg, trainer, result, telemetry=recorder is not None)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    print_summary(summary, name, run_dir)
+
+
+def write_run(run_dir: Path, name: str, cfg, trainer, result, *, telemetry: bool) -> dict:
+    """Write the run's files (metrics, weights, summary, the loss-curve page) and return the summary."""
+    from tenfold.report.runs import load_run, runs_report_html
+    from tenfold.train import write_metrics
+    from tenfold.train.trainer import WEIGHTS_NAME
+
     write_metrics([*result.steps], run_dir / "metrics.jsonl")
     trainer.save_weights(run_dir / WEIGHTS_NAME)
     summary = {
@@ -130,7 +141,7 @@ def train(
                 ("weights", WEIGHTS_NAME),
                 ("telemetry", "telemetry.jsonl"),
             )
-            if k != "telemetry" or recorder is not None
+            if k != "telemetry" or telemetry
         },
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -138,10 +149,7 @@ def train(
     (run_dir / PLOT_NAME).write_text(
         runs_report_html([load_run(run_dir)], title=plot_title), encoding="utf-8"
     )
-    if as_json:
-        typer.echo(json.dumps(summary, indent=2))
-        return
-    print_summary(summary, name, run_dir)
+    return summary
 
 
 def print_summary(summary: dict, name: str, run_dir: Path) -> None:

@@ -17,9 +17,6 @@ from typing import Any
 
 from tenfold.report.format import json_clean
 
-# the web app's name for json_clean (tenfold.web imports it from here until it imports json_clean itself)
-clean = json_clean
-
 
 @dataclass(frozen=True, kw_only=True)
 class Chart:

@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from tenfold.cost.compare import gpu_ladder
 from tenfold.cost.workloads import precisions_for
 from tenfold.perf.specs.hardware import load_hardware
-from tenfold.perf.specs.models import load_model
-from tenfold.perf.training.search import MICRO_BATCHES, RECOMPUTES, ZERO_STAGES
-from tenfold.perf.training.stack import stack
+from tenfold.perf.training.grid import count_plans
 from tenfold.web.schemas import MAX_COMPARE_PLANS, MAX_DEADLINE_GPUS, MAX_SEARCH_PLANS, CompareRequest
 
 TIME_LIMIT_S = 30.0
@@ -58,26 +56,8 @@ def time_limit(limit_s: float) -> Callable[[int, int], None]:
 
 
 def plan_count(model: str, num_gpus: int, seq_len: int, max_vp: int, software: str) -> int:
-    """How many layouts `search_training` would enumerate (the same grid as search.enumerate_plans),
-    counted without building it."""
-    m = load_model(model)
-    if not stack(software).interleaving:
-        max_vp = 1
-    divs = [d for d in range(1, num_gpus + 1) if num_gpus % d == 0]
-    eps = len([e for e in divs if m.experts % e == 0]) if m.is_moe else 1
-    per = eps * len(MICRO_BATCHES) * len(RECOMPUTES) * len(ZERO_STAGES)
-    total = 0
-    for tp in divs:
-        if tp > m.heads:
-            continue
-        for pp in divs:
-            if num_gpus % (tp * pp) or pp > m.layers:
-                continue
-            for cp in divs:
-                if num_gpus % (tp * pp * cp) or cp > seq_len:
-                    continue
-                total += (max_vp if pp > 1 else 1) * per
-    return total
+    """How many layouts `search_training` would enumerate, counted by perf without building the grid."""
+    return count_plans(model, num_gpus, seq_len=seq_len, max_vp=max_vp, software=software)
 
 
 def compare_plan_bound(req: CompareRequest) -> int:

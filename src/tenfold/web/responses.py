@@ -7,12 +7,12 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from tenfold.report.page import clean
+from tenfold.report.format import json_clean
 
 
 def json_response(obj: dict[str, Any], status: int = 200) -> JSONResponse:
-    """`obj` as JSON, NaN and inf written as null (`report.page.clean`)."""
-    return JSONResponse(clean(obj), status_code=status)
+    """`obj` as JSON, NaN and inf written as null (`report.format.json_clean`)."""
+    return JSONResponse(json_clean(obj), status_code=status)
 
 
 def bad_input(message: str) -> JSONResponse:

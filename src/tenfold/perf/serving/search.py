@@ -30,17 +30,14 @@ from tenfold.perf.serving.results import Deployment, latencies_in_ms
 from tenfold.perf.specs.hardware import Hardware
 from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.specs.precision import check_supported, get_precision
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+from tenfold.perf.training.layout import divisors
 
 
 def deployments(model: ModelSpec, max_gpus: int) -> list[Deployment]:
     """Candidate deployments of one instance (module docstring), structurally valid for the model."""
-    eps = _divisors(model.experts) if model.is_moe else [1]
+    eps = divisors(model.experts) if model.is_moe else [1]
     out = []
-    for tp in _divisors(model.heads):
+    for tp in divisors(model.heads):
         if tp > max_gpus:
             continue
         for ep in eps:
