@@ -19,7 +19,7 @@ Procedure (issue 4):
 The policies are chosen once (first seed) and reused for the other seeds. Printed: one row per
 configuration with its FP4 share, the expected GEMM speedup over bf16 (bits proxy and GB200 peaks), the
 final validation loss per seed, its mean and the gap to bf16, then the paired differences. Also writes
-`results.json`, `sensitivity.json`, the policy TOML files and `auto_policy.png` under `--out`.
+`results.json`, `sensitivity.json`, the policy TOML files and `auto_policy.html` under `--out`.
 
     python benchmarks/auto_policy.py [--steps 500] [--seeds 0,1,2,3] [--threads 2] [--out runs/auto_policy]
 
@@ -39,6 +39,7 @@ import torch
 from _reference import FINAL_EVAL_BATCHES, MODEL, add_training_args, data_path
 from tenfold.engine import PrecisionPolicy, SensitivityTable, auto_policy, sensitivity
 from tenfold.engine.autoprecision.policy import linear_flops
+from tenfold.report.page import Chart, write_html
 from tenfold.train import ByteDataset, TrainConfig, Trainer, load_corpus
 
 
@@ -127,58 +128,75 @@ def speedups(formats: dict[str, str], flops: dict[str, float]) -> tuple[float, f
 
 
 COLORS = {
-    "all nvfp4": "tab:red",
-    "NVIDIA heuristic": "tab:orange",
-    "auto, loss score": "tab:green",
-    "auto, gradient score": "tab:purple",
-    "auto, loss, rest mxfp8": "tab:blue",
+    "all nvfp4": "#d62728",
+    "NVIDIA heuristic": "#ff7f0e",
+    "auto, loss score": "#2ca02c",
+    "auto, gradient score": "#9467bd",
+    "auto, loss, rest mxfp8": "#1f77b4",
 }
 
 
 def plot(rows: list[dict], base: dict, path: Path, title: str) -> None:
-    """Left: each seed's gap to its own bf16 run per configuration (lines join one seed's runs, so the
-    pairing shows); right: the mean gap per configuration with its FP4 share."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Two charts in one self-contained HTML page (tenfold.report, plotly): each seed's gap to its own bf16
+    run per configuration (one line per seed, so the pairing shows), and the mean gap per configuration
+    with its FP4 share."""
     seeds = list(base)
     names = [r["name"] for r in rows]
-    fig, (ax_s, ax_b) = plt.subplots(1, 2, figsize=(14, 5.5), dpi=110)
+    per_seed = []
     for s in seeds:
         b = base[s]["final_val_loss"]
         gaps = [100 * (r["runs"][s]["final_val_loss"] - b) / b for r in rows]
-        ax_s.plot(names, gaps, marker="o", color="0.55", lw=1)
-        ax_s.annotate(
-            f"seed {s}",
-            (len(names) - 1, gaps[-1]),
-            xytext=(6, 0),
-            textcoords="offset points",
-            fontsize=7,
-            va="center",
+        per_seed.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"seed {s}",
+                "x": names,
+                "y": gaps,
+                "line": {"color": "#8c8c8c", "width": 1},
+                "marker": {"color": [COLORS.get(n, "#000000") for n in names], "size": 9},
+            }
         )
-        for i, g in enumerate(gaps):
-            ax_s.plot([i], [g], "o", color=COLORS.get(names[i], "k"))
-    ax_s.axhline(0, color="black", ls="--", lw=1)
-    ax_s.set_ylabel("final validation loss vs the same seed's bf16 run (%)")
-    ax_s.set_title("per seed (each line one seed, same init and batches)")
-    ax_s.grid(alpha=0.3)
-    ax_s.tick_params(axis="x", labelsize=8)
     mean_b = sum(base[s]["final_val_loss"] for s in seeds) / len(seeds)
-    gaps = [100 * (r["mean"] - mean_b) / mean_b for r in rows]
-    ax_b.barh(names, gaps, color=[COLORS.get(n, "k") for n in names])
-    for i, (g, r) in enumerate(zip(gaps, rows, strict=True)):
-        ax_b.text(g, i, f" {g:+.2f} %, FP4 {100 * r['fp4_fraction']:.0f} %", va="center", fontsize=8)
-    ax_b.set_xlim(min(0.0, *gaps) * 1.3, max(0.0, *gaps) * 1.4 + 0.05)  # room for the labels
-    ax_b.invert_yaxis()
-    ax_b.set_xlabel(f"mean final validation loss vs bf16 over {len(seeds)} seed(s) (%)")
-    ax_b.set_title("mean gap to bf16 (lower is better)")
-    ax_b.grid(alpha=0.3, axis="x")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    means = [100 * (r["mean"] - mean_b) / mean_b for r in rows]
+    bars = {
+        "type": "bar",
+        "orientation": "h",
+        "x": means,
+        "y": names,
+        "marker": {"color": [COLORS.get(n, "#000000") for n in names]},
+        "text": [
+            f"{g:+.2f} %, FP4 {100 * r['fp4_fraction']:.0f} %" for g, r in zip(means, rows, strict=True)
+        ],
+        "textposition": "outside",
+        "cliponaxis": False,
+    }
+    axis = "final validation loss vs the same seed's bf16 run (%)"
+    charts = [
+        Chart(
+            key="per_seed",
+            title="Per seed: each line one seed (same initial weights and batches)",
+            reading="A configuration is better than another only if it is lower in most seeds.",
+            figure={"data": per_seed, "layout": {"yaxis": {"title": {"text": axis}}, "showlegend": True}},
+        ),
+        Chart(
+            key="mean_gap",
+            title=f"Mean gap to bf16 over {len(seeds)} seed(s) (lower is better)",
+            reading="The FP4 share of GEMM FLOPs is printed beside each bar.",
+            figure={
+                "data": [bars],
+                "layout": {
+                    "xaxis": {
+                        "title": {"text": "mean final validation loss vs bf16 (%)"},
+                        "range": [min(0.0, *means) * 1.3, max(0.0, *means) * 1.5 + 0.05],  # room for labels
+                    },
+                    "yaxis": {"autorange": "reversed"},
+                    "margin": {"l": 170},
+                },
+            },
+        ),
+    ]
+    write_html(path, title=title, charts=charts)
 
 
 def parse_args() -> argparse.Namespace:
@@ -337,11 +355,11 @@ def main() -> None:
     plot(
         rows,
         base,
-        out / "auto_policy.png",
+        out / "auto_policy.html",
         f"automatic precision policy vs fixed choices: 4x128 GPT, {args.steps} steps, "
         f"{len(args.seeds)} seed(s)",
     )
-    print(f"wrote {out / 'results.json'}, {out / 'auto_policy.png'}, policies {', '.join(files.values())}")
+    print(f"wrote {out / 'results.json'}, {out / 'auto_policy.html'}, policies {', '.join(files.values())}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 from tenfold.cost.defaults import CostDefaults, grid_intensity
 from tenfold.cost.tco import OWN_KEYS, RENT_BASES
+from tenfold.perf.flops import SECONDS_PER_DAY
 from tenfold.perf.specs.hardware import Hardware
 from tenfold.perf.specs.models import load_model
 from tenfold.perf.specs.precision import check_supported, get_precision
@@ -28,9 +29,6 @@ def precisions_for(hw: Hardware, allowed: tuple[str, ...] | None = None) -> tupl
             get_precision(p)  # ValueError for an unknown name
         base = tuple(p for p in allowed)
     return tuple(p for p in base if not check_supported(get_precision(p), hw))
-
-
-SECONDS_PER_DAY = 86400.0
 
 
 def training_days(tokens: float, tokens_per_s: float) -> float:

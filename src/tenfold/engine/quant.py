@@ -54,7 +54,7 @@ def _ceil_to(n: int, k: int) -> int:
     return -(-n // k) * k
 
 
-def _padded(rows: int, cols: int, s: Scheme, axis: int) -> tuple[int, int]:
+def padded_shape(rows: int, cols: int, s: Scheme, axis: int) -> tuple[int, int]:
     """Natural-layout shape after padding to whole blocks (the formats working layout, un-transposed)."""
     r, c = s.block
     if s.is_2d:
@@ -124,7 +124,7 @@ def _prepare(
     the operations of the formats core (`mx`, `nvfp4`, `fp8` tile functions; dec2 is 1 except for NVFP4's
     tensor scale, and multiplying by 1 is exact)."""
     rows, cols = x.shape
-    pr, pc = _padded(rows, cols, s, axis)
+    pr, pc = padded_shape(rows, cols, s, axis)
     xp = x.to(torch.float32)
     if (pr, pc) != (rows, cols):
         xp = F.pad(xp, (0, pc - cols, 0, pr - rows))

@@ -18,6 +18,9 @@ from tenfold.perf.specs.models import ModelSpec
 CONVENTIONS = ("model", "hardware_incl_recompute")
 
 
+SECONDS_PER_DAY = 86400.0
+
+
 def attention_context(model: ModelSpec, seq_len: int, *, causal: bool = True) -> float:
     """Mean number of keys each query attends to, averaged over layers (sliding-window layers see at most
     the window; a causal full layer sees s/2 on average, a non-causal count uses s)."""
@@ -101,4 +104,4 @@ def time_to_train_days(
 ) -> float:
     """Narayanan 2021 §5.1 end-to-end estimate ≈ 8·T·P/(n·X) with recomputation (6·T·P/(n·X) without)."""
     factor = 8.0 if recompute else 6.0
-    return factor * tokens * params / (gpus * flops_per_gpu) / 86400.0
+    return factor * tokens * params / (gpus * flops_per_gpu) / SECONDS_PER_DAY

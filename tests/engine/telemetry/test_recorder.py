@@ -11,7 +11,7 @@ from torch import nn
 
 from tenfold.engine import convert, recipe
 from tenfold.engine.operands import OPERAND_AXIS
-from tenfold.engine.quant import _padded, operand, reference_operand
+from tenfold.engine.quant import operand, padded_shape, reference_operand
 from tenfold.engine.telemetry.recorder import (
     Recorder,
     TelemetryConfig,
@@ -89,7 +89,7 @@ def test_parts_are_the_gemm_bits(rname: str) -> None:
             continue
         _, _, _, deq = operand_parts(x, s, axis, offset=5 << 32)
         want = operand(x, s, axis, offset=5 << 32, backend="eager")
-        rows, cols = _padded(*x.shape, s, axis)  # the blocked view reshapes the zero-padded operand
+        rows, cols = padded_shape(*x.shape, s, axis)  # the blocked view reshapes the zero-padded operand
         got = deq.reshape(rows, cols)[: x.shape[0], : x.shape[1]]
         assert torch.equal(got, want), (gemm, side)
 

@@ -1,4 +1,5 @@
-"""KV-cache bytes against the worked examples of shared/research/inference.md §A8, and the TP rules."""
+"""KV-cache bytes against worked examples from the published shapes (Llama 3 herd paper Table 3, the
+DeepSeek-V3 report), and the TP rules (sources in tenfold.perf.serving.kvcache)."""
 
 import pytest
 
