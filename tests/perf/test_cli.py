@@ -5,6 +5,7 @@ import json
 from typer.testing import CliRunner
 
 from tenfold.cli.main import app
+from tenfold.perf.validation.training import default_runs_path
 
 runner = CliRunner()
 EST = [
@@ -97,6 +98,19 @@ def test_validate_training_json(tmp_path):
     assert t.exit_code == 0 and "mean absolute percentage error" in t.output
     missing = runner.invoke(app, ["validate", "training", "--runs", str(tmp_path / "none.csv")])
     assert missing.exit_code == 2
+
+
+def test_validate_says_whether_its_accuracy_is_in_sample(tmp_path):
+    """The shipped rows are the ones the calibration was fitted on: the output says in-sample; a user's own
+    file (here a copy of three shipped rows) is labelled as rows the fit did not use."""
+    shipped = json.loads(runner.invoke(app, ["validate", "training", "--json"]).output)
+    assert shipped["accuracy"].startswith("in-sample")
+    assert "accuracy: in-sample" in runner.invoke(app, ["validate", "training"]).output
+    lines = default_runs_path().read_text().splitlines()
+    mine = tmp_path / "mine.csv"
+    mine.write_text("\n".join(lines[:4]) + "\n")
+    theirs = json.loads(runner.invoke(app, ["validate", "training", "--runs", str(mine), "--json"]).output)
+    assert not theirs["accuracy"].startswith("in-sample") and "not used in the fit" in theirs["accuracy"]
 
 
 INFER = [

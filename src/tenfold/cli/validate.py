@@ -39,7 +39,12 @@ def training(
         report = validate_training(path)
     except (ValueError, KeyError) as exc:
         raise fail(f"{path}: {exc}") from None
-    show_report(report, title=f"training runs: predicted vs measured ({path.name})", as_json=as_json)
+    show_report(
+        report,
+        title=f"training runs: predicted vs measured ({path.name})",
+        as_json=as_json,
+        sample=sample_kind(path, default_runs_path()),
+    )
 
 
 @app.command("inference")
@@ -60,13 +65,32 @@ def inference(
         report = vi.validate_inference(path)
     except (ValueError, KeyError) as exc:
         raise fail(f"{path}: {exc}") from None
-    show_report(report, title=f"inference runs: predicted vs measured ({path.name})", as_json=as_json)
+    show_report(
+        report,
+        title=f"inference runs: predicted vs measured ({path.name})",
+        as_json=as_json,
+        sample=sample_kind(path, vi.default_runs_path()),
+    )
 
 
-def show_report(report: ValidationReport, *, title: str, as_json: bool) -> None:
-    """Per-row table, MAPE table and the unpredicted rows with their reasons (or one JSON object)."""
+IN_SAMPLE = (
+    "in-sample: the calibration's free parameters were fitted on these rows; "
+    "held-out figures (leave-one-out; fit on half, predict the other) are in docs/perf.md, docs/inference.md"
+)
+NOT_FITTED = "rows from your file: not used in the fit, unless they repeat shipped rows"
+
+
+def sample_kind(path: Path, shipped: Path) -> str:
+    """Which kind of accuracy a report on `path` measures: in-sample for the shipped rows the calibration was
+    fitted on, otherwise rows the fit did not see."""
+    return IN_SAMPLE if path.resolve() == Path(str(shipped)).resolve() else NOT_FITTED
+
+
+def show_report(report: ValidationReport, *, title: str, as_json: bool, sample: str) -> None:
+    """Per-row table, MAPE table labelled in-sample or not, and the unpredicted rows with their reasons (or
+    one JSON object with an `accuracy` field saying which)."""
     if as_json:
-        print_json(report.to_dict())
+        print_json({**report.to_dict(), "accuracy": sample})
         return
     console = Console()
     t = Table(title=title)
@@ -100,5 +124,6 @@ def show_report(report: ValidationReport, *, title: str, as_json: bool) -> None:
     for g, v in report.mape_by_reliability.items():
         s.add_row(f"reliability {g}", str(counts[f"reliability {g}"]), f"{v:.1%}")
     console.print(s)
+    console.print(f"accuracy: {sample}")
     for rid, why in report.unpredictable:
         console.print(f"[yellow]not predicted[/yellow] {rid}: {why}")
