@@ -9,8 +9,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli.output import print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
 from tenfold.cost.claims.nvidia import ClaimsReport, Decomposition, check_claims
+from tenfold.perf.errors import Infeasible
 
 
 def decomposition_tables(d: Decomposition) -> list[Table]:
@@ -99,7 +100,10 @@ def claims(
         disable=as_json,
     ) as bar:
         task = bar.add_task("claims", total=4)
-        result = check_claims(progress=lambda done, total: bar.update(task, completed=done, total=total))
+        try:
+            result = check_claims(progress=lambda done, total: bar.update(task, completed=done, total=total))
+        except Infeasible as exc:  # a scenario of the claims found no layout that fits
+            raise fail(str(exc), EXIT_INFEASIBLE) from None
     if as_json:
         print_json(result.to_dict())
     else:

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from tenfold.cost.claims.article import ArticleClaims, article_claims
 from tenfold.cost.claims.speedups import SpeedupCheck, speedup_checks
+from tenfold.perf.errors import Infeasible
 from tenfold.perf.serving.search import search_inference
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 from tenfold.perf.specs.precision import get_precision
@@ -156,7 +157,7 @@ def training_claim(
         if progress:
             progress(i + 1, 3)
         if not r.top:
-            raise ValueError(f"no layout of {num_gpus} GPUs fits for {label}")
+            raise Infeasible(f"no layout of {num_gpus} GPUs fits for {label}")
         e = r.top[0]
         t.append(e.tokens_per_s_per_gpu)
         steps.append(

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tenfold.perf.errors import Infeasible
 from tenfold.perf.specs.catalog import data_dir, read_toml
 from tenfold.perf.training.search import search_training
 
@@ -111,7 +112,7 @@ def _best(model: str, gpu: str, run: RunConfig, seq_len: int, precision: str) ->
         model, gpu, run.num_gpus, seq_len=seq_len, global_batch=run.global_batch, precision=precision, top_k=1
     )
     if not r.top:
-        raise ValueError(f"no layout of {run.num_gpus} {gpu} fits {model} in {precision}")
+        raise Infeasible(f"no layout of {run.num_gpus} {gpu} fits {model} in {precision}")
     return r.top[0].tokens_per_s_per_gpu, r.top[0].layout.describe()
 
 

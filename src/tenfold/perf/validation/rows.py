@@ -5,7 +5,9 @@ The schemas are documented in `docs/validation.md`; these helpers read the colum
 
 from __future__ import annotations
 
+import csv
 from dataclasses import replace
+from pathlib import Path
 
 from tenfold.perf.specs.models import ModelSpec, find_model, with_layers
 
@@ -70,3 +72,13 @@ def parse_assumptions(text: str) -> dict[str, str]:
             key, rest = part.split("=", 1)
             out[key.strip()] = rest.split(" ", 1)[0].strip()
     return out
+
+
+def read_rows(path: str | Path, required: tuple[str, ...]) -> list[dict[str, str]]:
+    """A validation CSV's rows as dicts; ValueError naming the file and the missing columns."""
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: missing columns {', '.join(missing)}")
+        return list(reader)

@@ -24,7 +24,6 @@ reason; none is dropped. The report is the training validation's (`validate.buil
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from tenfold.perf.serving.query import ServingQuery
 from tenfold.perf.serving.results import Deployment
 from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.specs.hardware import list_hardware
-from tenfold.perf.validation.rows import int_cell, parse_assumptions, row_model
+from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model
 from tenfold.perf.validation.training import (
     RowResult,
     ValidationReport,
@@ -193,12 +192,7 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
 def load_cases(path: str | Path | None = None) -> list[ServingCase]:
     """Every row of an inference validation CSV as a ServingCase (default: the shipped rows)."""
     path = Path(path) if path is not None else default_runs_path()
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"{path}: missing columns {', '.join(missing)}")
-        return [case_from_row(row) for row in reader]
+    return [case_from_row(row) for row in read_rows(path, REQUIRED)]
 
 
 def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:

@@ -20,7 +20,6 @@ unsupported metric) are returned with the reason; they are never dropped silentl
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
 from collections import defaultdict
@@ -39,7 +38,7 @@ from tenfold.perf.training.grid import PlanGrid
 from tenfold.perf.training.layout import RECOMPUTE, Layout
 from tenfold.perf.training.stack import Stack, stack
 from tenfold.perf.training.step import evaluate_plans
-from tenfold.perf.validation.rows import int_cell, parse_assumptions, row_model
+from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model
 
 METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "time_to_train_min")
 REQUIRED = (
@@ -276,12 +275,7 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
 def load_cases(path: str | Path | None = None) -> list[TrainingCase]:
     """Every row of a validation CSV as a TrainingCase (default: the shipped rows)."""
     path = Path(path) if path is not None else default_runs_path()
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"{path}: missing columns {', '.join(missing)}")
-        return [case_from_row(row) for row in reader]
+    return [case_from_row(row) for row in read_rows(path, REQUIRED)]
 
 
 def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
