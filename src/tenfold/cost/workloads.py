@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 from tenfold.cost.defaults import CostDefaults, grid_intensity
 from tenfold.cost.tco import OWN_KEYS, RENT_BASES
+from tenfold.perf.defaults import TRAINING
 from tenfold.perf.flops import SECONDS_PER_DAY
 from tenfold.perf.specs.hardware import Hardware
 from tenfold.perf.specs.models import load_model
@@ -49,9 +50,9 @@ class TrainingWorkload:
 
     model: str
     tokens: float
-    seq_len: int = 8192
-    global_batch: int = 2048
-    software: str = "megatron-core"
+    seq_len: int = TRAINING.seq_len
+    global_batch: int = TRAINING.global_batch
+    software: str = TRAINING.software
     label: str = ""
     source: str = ""
 
