@@ -19,6 +19,10 @@ https://developer.nvidia.com/blog/nvidia-blackwell-leads-on-new-semianalysis-inf
 TPOT = t_step and TTFT = queueing + prefill follow the roofline serving models LLM-Viewer (arXiv
 2402.16363) and llm-analysis (github.com/cli99/llm-analysis), whose cost per token this is too.
 
+Under attention data parallelism an MoE model's ranks exchange tokens at every MoE layer, so a step lasts
+as long as its busiest rank (`busiest_prompts`); a dense model's replicas never meet and each runs its own
+steps, exactly as dp single-GPU instances would.
+
 Beyond the batch limit (KV memory, max_batch_size, or max_num_tokens) requests queue: tok/s/GPU and
 tok/s/user stay at their values at the limit and TTFT grows. A prefill-only workload (OSL = 1) runs steps of
 min(b·ISL, max_num_tokens) prompt tokens.
@@ -165,7 +169,8 @@ def evaluate(s: ServingSetup, concurrency: np.ndarray) -> dict[str, np.ndarray]:
         d_steps = (osl - 1) / a
         p = b * isl / d_steps
         cap_prompts = np.floor(np.maximum(mem.max_num_tokens - b * q, 0.0) / isl)
-        p_busy = isl * busiest_prompts(b / d_steps, dep.dp, cap_prompts) if dep.dp > 1 else p
+        lockstep = dep.dp > 1 and query.model.is_moe  # ranks meet at every MoE layer; dense replicas don't
+        p_busy = isl * busiest_prompts(b / d_steps, dep.dp, cap_prompts) if lockstep else p
         ctx = isl + osl / 2
         st = step_times(query.model, b=b, p=np.maximum(p_busy, p), p_mean=p, q=q, ctx_dec=ctx, **kw)
         t = st["step_s"]
