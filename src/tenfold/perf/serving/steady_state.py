@@ -39,7 +39,7 @@ from tenfold.perf.calibration import Calibration, load_calibration
 from tenfold.perf.serving.memory import ServingMemory, serving_memory
 from tenfold.perf.serving.query import ServingQuery
 from tenfold.perf.serving.results import STEP_PARTS
-from tenfold.perf.serving.step import serving_rates, step_times
+from tenfold.perf.serving.step import gemm_efficiency, serving_rates, step_times
 from tenfold.perf.specs.precision import check_supported, get_precision
 
 
@@ -55,7 +55,9 @@ class ServingSetup:
         problems: why it cannot run, numbers printed (empty = feasible).
         notes: assumptions worth reporting (fallback efficiency, the price used).
         usd_per_gpu_hour: the price for the cost per million tokens (NaN when none is known).
-        calibrated: whether the fit covers this GPU architecture and GEMM input width.
+        calibrated: whether the fit covers this GPU architecture at every GEMM width it runs (the
+            activations', the attention projections' and BF16 for the head); if not, step.gemm_efficiency
+            uses a conservative value.
     """
 
     query: ServingQuery
@@ -80,11 +82,14 @@ def setup_serving(query: ServingQuery, calibration: Calibration | None = None) -
     if query.draft_tokens and not model.mtp_layers:
         problems.append(f"{model.name} has no MTP module to draft {query.draft_tokens} tokens with")
     notes = []
-    calibrated = cal.is_calibrated(hw.arch, act.bits_class)
-    if not calibrated and not check_supported(act, hw):
+    widths = sorted({p.bits_class for p in (act, attn, get_precision("bf16"))})
+    missing = [w for w in widths if not cal.is_calibrated(hw.arch, w)]
+    calibrated = not missing
+    if missing and not check_supported(act, hw):
+        used = ", ".join(f"{w}-bit {gemm_efficiency(cal, hw.arch, w):.2f}" for w in missing)
         notes.append(
-            f"no inference calibration for {hw.arch}/{act.bits_class}-bit GEMMs: using the fallback "
-            f"efficiency {cal.fallback_gemm_efficiency}"
+            f"uncalibrated: no inference calibration for {hw.arch} ({'/'.join(missing)}-bit GEMMs); using "
+            f"the lowest efficiency fitted on any GPU at that width ({used})"
         )
     usd_h = query.usd_per_gpu_hour
     if usd_h is None:
