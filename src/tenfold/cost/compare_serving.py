@@ -116,9 +116,17 @@ def compare_serving(
     max_instance_gpus: int = 128,
     defaults: CostDefaults | None = None,
     progress: Progress = None,
+    num_gpus: int | None = None,
 ) -> Comparison:
-    """Compare one serving load across GPUs (module docstring). Raises ValueError for bad input."""
+    """Compare one serving load across GPUs (module docstring). Raises ValueError for bad input, and for
+    any `num_gpus`: the GPU count follows from the demand, so a fixed count cannot be honoured (rather
+    than silently ignored, issue 14)."""
     t0 = time.perf_counter()
+    if num_gpus is not None:
+        raise ValueError(
+            f"num_gpus={num_gpus}: a serving comparison sizes the GPU count from the demand "
+            f"({workload.output_tokens_per_s:,.0f} output tok/s); give the demand, not a GPU count"
+        )
     if not gpus:
         raise ValueError("give at least one GPU to compare")
     settings = settings or CostSettings()

@@ -88,3 +88,18 @@ def test_measured_pairs_in_the_data_file_match_their_runs():
     p = by["Llama 3.1 405B FP8, GB200 vs H100 (25.11)"]
     assert p.measured == pytest.approx(813 / 292)  # Megatron-Bridge 25.11 performance summary: 2.78x
     assert by["Llama 3 70B FP8, GB200 vs H100 (25.11)"].measured == pytest.approx(2.69, abs=0.01)
+
+
+def test_gpt_moe_1_8t_shape_fits_an_hgx_node_and_the_published_totals():
+    """The 30x chain's model: NVIDIA's 16 experts, top-2, gated (aiconfigurator's GPT-MoE-1.8T MoE layer),
+    1.8T in total and ~280B active; its heads split over the 8 GPUs of one HGX node (the earlier 84-head
+    guess forced TP28 across 3.5 nodes)."""
+    from tenfold.perf import load_model
+    from tenfold.perf.serving.search import deployments
+
+    m = load_model("gpt-moe-1.8t")
+    assert (m.experts, m.topk, m.gated, m.layers) == (16, 2, True, 120)
+    assert m.total_params() / 1e12 == pytest.approx(1.8, rel=0.01)
+    assert m.active_params() / 1e9 == pytest.approx(280, rel=0.03)
+    tps = {d.tp for d in deployments(m, 8) if d.dp == 1}
+    assert 8 in tps and m.heads % 8 == 0

@@ -30,8 +30,10 @@ from dataclasses import asdict, dataclass, field, replace
 from tenfold.cost.claims.article import ArticleClaims, article_claims
 from tenfold.cost.claims.speedups import SpeedupCheck, speedup_checks
 from tenfold.perf.errors import Infeasible
+from tenfold.perf.serving.kvcache import kv_bytes_per_sequence
 from tenfold.perf.serving.search import search_inference
 from tenfold.perf.specs.hardware import Hardware, load_hardware
+from tenfold.perf.specs.models import load_model
 from tenfold.perf.specs.precision import get_precision
 from tenfold.perf.training.search import search_training
 
@@ -278,13 +280,16 @@ def inference_claim(
                     b.output_tokens_per_s_per_gpu / a.output_tokens_per_s_per_gpu,
                 )
             )
+    model = load_model("gpt-moe-1.8t")
+    kv_seq = kv_bytes_per_sequence(model, "fp8", input_len + output_len, tp=1)
     notes = [
         f"HBM per GPU {hw1.name}/{hw0.name}: bandwidth {hw1.hbm_Bps / hw0.hbm_Bps:.2f}x, capacity "
         f"{hw1.hbm_bytes / hw0.hbm_bytes:.2f}x (what bounds decode; folded into the utilisation factor)",
-        "no pipeline parallelism in the serving model: H100 shards the 1.8T model with TP/EP across "
-        "InfiniBand",
-        "GPT-MoE-1.8T's attention is assumed multi-head (84 KV heads, catalog): its KV cache at ISL 32,768 "
-        "is ~85 GB per sequence in FP8, which caps every GPU's batch",
+        f"1.8T parameters in FP8 exceed one HGX H100 node ({8 * hw0.hbm_bytes / 1e9:,.0f} GB): H100 is "
+        "served as TP8 inside a node with pipeline stages across nodes, which the serving model lacks "
+        "(no pipeline parallelism yet), so its baseline shards the model with TP/EP across InfiniBand",
+        f"GPT-MoE-1.8T's attention is assumed GQA ({model.kv_heads} KV heads, catalog): its KV cache at ISL "
+        f"{input_len:,} is {kv_seq / 1e9:,.0f} GB per sequence in FP8, which caps every GPU's batch",
     ]
     if not ok:
         notes.insert(

@@ -19,6 +19,10 @@ https://developer.nvidia.com/blog/nvidia-blackwell-leads-on-new-semianalysis-inf
 TPOT = t_step and TTFT = queueing + prefill follow the roofline serving models LLM-Viewer (arXiv
 2402.16363) and llm-analysis (github.com/cli99/llm-analysis), whose cost per token this is too.
 
+Under attention data parallelism an MoE model's ranks exchange tokens at every MoE layer, so a step lasts
+as long as its busiest rank (`busiest_prompts`); a dense model's replicas never meet and each runs its own
+steps, exactly as dp single-GPU instances would.
+
 Beyond the batch limit (KV memory, max_batch_size, or max_num_tokens) requests queue: tok/s/GPU and
 tok/s/user stay at their values at the limit and TTFT grows. A prefill-only workload (OSL = 1) runs steps of
 min(b·ISL, max_num_tokens) prompt tokens.
@@ -35,7 +39,7 @@ from tenfold.perf.calibration import Calibration, load_calibration
 from tenfold.perf.serving.memory import ServingMemory, serving_memory
 from tenfold.perf.serving.query import ServingQuery
 from tenfold.perf.serving.results import STEP_PARTS
-from tenfold.perf.serving.step import serving_rates, step_times
+from tenfold.perf.serving.step import gemm_efficiency, serving_rates, step_times
 from tenfold.perf.specs.precision import check_supported, get_precision
 
 
@@ -51,7 +55,9 @@ class ServingSetup:
         problems: why it cannot run, numbers printed (empty = feasible).
         notes: assumptions worth reporting (fallback efficiency, the price used).
         usd_per_gpu_hour: the price for the cost per million tokens (NaN when none is known).
-        calibrated: whether the fit covers this GPU architecture and GEMM input width.
+        calibrated: whether the fit covers this GPU architecture at every GEMM width it runs (the
+            activations', the attention projections' and BF16 for the head); if not, step.gemm_efficiency
+            uses a conservative value.
     """
 
     query: ServingQuery
@@ -76,11 +82,14 @@ def setup_serving(query: ServingQuery, calibration: Calibration | None = None) -
     if query.draft_tokens and not model.mtp_layers:
         problems.append(f"{model.name} has no MTP module to draft {query.draft_tokens} tokens with")
     notes = []
-    calibrated = cal.is_calibrated(hw.arch, act.bits_class)
-    if not calibrated and not check_supported(act, hw):
+    widths = sorted({p.bits_class for p in (act, attn, get_precision("bf16"))})
+    missing = [w for w in widths if not cal.is_calibrated(hw.arch, w)]
+    calibrated = not missing
+    if missing and not check_supported(act, hw):
+        used = ", ".join(f"{w}-bit {gemm_efficiency(cal, hw.arch, w):.2f}" for w in missing)
         notes.append(
-            f"no inference calibration for {hw.arch}/{act.bits_class}-bit GEMMs: using the fallback "
-            f"efficiency {cal.fallback_gemm_efficiency}"
+            f"uncalibrated: no inference calibration for {hw.arch} ({'/'.join(missing)}-bit GEMMs); using "
+            f"the lowest efficiency fitted on any GPU at that width ({used})"
         )
     usd_h = query.usd_per_gpu_hour
     if usd_h is None:
@@ -165,7 +174,8 @@ def evaluate(s: ServingSetup, concurrency: np.ndarray) -> dict[str, np.ndarray]:
         d_steps = (osl - 1) / a
         p = b * isl / d_steps
         cap_prompts = np.floor(np.maximum(mem.max_num_tokens - b * q, 0.0) / isl)
-        p_busy = isl * busiest_prompts(b / d_steps, dep.dp, cap_prompts) if dep.dp > 1 else p
+        lockstep = dep.dp > 1 and query.model.is_moe  # ranks meet at every MoE layer; dense replicas don't
+        p_busy = isl * busiest_prompts(b / d_steps, dep.dp, cap_prompts) if lockstep else p
         ctx = isl + osl / 2
         st = step_times(query.model, b=b, p=np.maximum(p_busy, p), p_mean=p, q=q, ctx_dec=ctx, **kw)
         t = st["step_s"]

@@ -91,13 +91,27 @@ class ServingRates:
     moe_efficiency: float
 
 
+def gemm_efficiency(cal: Calibration, arch: str, bits_class: str) -> float:
+    """Serving GEMM efficiency: the fitted value where the fit covers `arch` (or its predecessor), else
+    a conservative one for hardware nobody calibrated: the lowest value fitted at this operand width on
+    any architecture (the lowest fitted value of all if none is), never above the calibration's fixed
+    fallback. Uncalibrated AMD and TPU parts therefore never look better than every calibrated NVIDIA
+    part at the same width (issue 14); the estimate says `calibrated=False`."""
+    if cal.is_calibrated(arch, bits_class):
+        return cal.gemm(arch, bits_class)
+    fitted = cal.gemm_efficiency
+    same_width = [v for k, v in fitted.items() if k.endswith(f"/{bits_class}")]
+    pool = same_width or list(fitted.values())
+    return min([*pool, cal.fallback_gemm_efficiency])
+
+
 def serving_rates(hw: Hardware, f: Formats, cal: Calibration, kv_compute: Precision) -> ServingRates:
     """Rates for the deployment's formats. `kv_compute` is the format attention MMAs run in."""
 
     def rate(p: Precision) -> float:
-        return hw.peak(p.peak_key) * cal.gemm(hw.arch, p.bits_class)
+        return hw.peak(p.peak_key) * gemm_efficiency(cal, hw.arch, p.bits_class)
 
-    e16 = hw.peak("bf16") * cal.gemm(hw.arch, "16")
+    e16 = hw.peak("bf16") * gemm_efficiency(cal, hw.arch, "16")
     return ServingRates(
         ffn_flops=rate(f.activations),
         attn_proj_flops=rate(f.attention),
