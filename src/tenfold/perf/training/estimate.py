@@ -133,14 +133,12 @@ def estimate_training(
     cal = calibration or load_calibration()
     if seq_len < 1 or global_batch < 1:
         raise ValueError(f"seq_len and global_batch must be >= 1, got {seq_len} and {global_batch}")
-    problems = layout_problems(model, layout, seq_len=seq_len, global_batch=global_batch)
+    problems = layout_problems(model, layout, seq_len=seq_len, global_batch=global_batch, software=sw)
     if num_gpus is not None and num_gpus != layout.gpus:
         problems.append(f"TP·PP·DP·CP = {layout.gpus} but the cluster has {num_gpus} GPUs")
     unsupported = check_supported(prec, hw)
     if unsupported:
         problems.append(unsupported)
-    if layout.vp > 1 and not sw.interleaving:
-        problems.append(f"VP={layout.vp}: the {sw.name} pipeline engine has no interleaved schedule")
     calibrated = cal.is_calibrated(hw.arch, prec.bits_class)
     notes = (
         ()

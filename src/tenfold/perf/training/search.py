@@ -27,7 +27,7 @@ from tenfold.perf.specs.models import ModelSpec, load_model
 from tenfold.perf.specs.precision import Precision, check_supported, get_precision
 from tenfold.perf.training.estimate import TrainingEstimate, estimate_training
 from tenfold.perf.training.grid import MICRO_BATCHES, RECOMPUTES, PlanGrid, search_chunks
-from tenfold.perf.training.layout import RULES, ZERO_STAGES, broken_rules
+from tenfold.perf.training.layout import ZERO_STAGES, broken_rules, rules_for
 from tenfold.perf.training.memory import plan_memory
 from tenfold.perf.training.stack import Stack, stack
 from tenfold.perf.training.step import plan_times
@@ -161,14 +161,14 @@ def search_training(
         zero_stages=zero_stages,
     )
     kw = dict(precision=prec, software=sw, seq_len=seq_len, global_batch=global_batch)
-    rejected = {r.key: 0 for r in RULES} | {"tp_domain": 0, "memory": 0}
+    rejected = {r.key: 0 for r in rules_for(sw)} | {"tp_domain": 0, "memory": 0}
     evaluated = valid_n = fits_n = 0
     best_step: list[np.ndarray] = []
     best_plans: list[PlanGrid] = []
     keep = max(top_k, 1) * 4
     for i, x in enumerate(chunks):
         evaluated += len(x)
-        masks = x.rule_masks(model, seq_len, global_batch)
+        masks = x.rule_masks(model, seq_len, global_batch, sw)
         masks["tp_domain"] = x.tp > hw.placement_domain
         bad = np.zeros(len(x), dtype=bool)
         for key, mask in masks.items():
@@ -243,14 +243,17 @@ def search_training_reference(
         zero_stages=zero_stages,
     )
     kw = dict(precision=prec, software=sw, seq_len=seq_len, global_batch=global_batch)
-    rejected = {r.key: 0 for r in RULES} | {"tp_domain": 0, "memory": 0}
+    rejected = {r.key: 0 for r in rules_for(sw)} | {"tp_domain": 0, "memory": 0}
     evaluated = valid_n = fits_n = 0
     ranked: list[tuple[float, int, TrainingEstimate]] = []
     for i, x in enumerate(chunks):
         for j in range(len(x)):
             evaluated += 1
             lay = x.layout(j)
-            broken = [r.key for r in broken_rules(model, lay, seq_len=seq_len, global_batch=global_batch)]
+            broken = [
+                r.key
+                for r in broken_rules(model, lay, seq_len=seq_len, global_batch=global_batch, software=sw)
+            ]
             if lay.tp > hw.placement_domain:
                 broken.append("tp_domain")
             if broken:
