@@ -25,7 +25,7 @@ from tenfold.perf.calibration import Calibration, load_calibration
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 from tenfold.perf.specs.models import ModelSpec, load_model
 from tenfold.perf.specs.precision import Precision, check_supported, get_precision
-from tenfold.perf.training.estimate import TrainingEstimate, estimate_training
+from tenfold.perf.training.estimate import TrainingEstimate, estimate_training, headroom_extra_bytes
 from tenfold.perf.training.grid import MICRO_BATCHES, RECOMPUTES, PlanGrid, search_chunks
 from tenfold.perf.training.layout import ZERO_STAGES, broken_rules, rules_for
 from tenfold.perf.training.memory import plan_memory
@@ -137,9 +137,11 @@ def search_training(
     recomputes: tuple[str, ...] = RECOMPUTES,
     zero_stages: tuple[int, ...] = ZERO_STAGES,
     progress: Callable[[int, int], None] | None = None,
+    headroom_GiB: float | None = None,
 ) -> SearchResult:
     """Search all layouts of `num_gpus` GPUs for the fastest step (see the module docstring).
 
+    `headroom_GiB`: memory per GPU left outside the model (None: what the framework needs).
     `progress(done, total)` is called after each (tp, pp, cp) chunk (the CLI draws a bar with it).
     Raises ValueError for bad input (unknown names, num_gpus < 1, a precision the GPU lacks).
     """
@@ -150,6 +152,7 @@ def search_training(
             f"num_gpus, seq_len and global_batch must be >= 1, got {num_gpus}, {seq_len}, {global_batch}"
         )
     _check_supported(prec, hw)
+    extra_B = headroom_extra_bytes(headroom_GiB)
     chunks = search_chunks(
         model,
         num_gpus,
@@ -177,7 +180,7 @@ def search_training(
         valid_n += int(np.count_nonzero(~bad))
         if np.any(~bad):
             y = x.select(~bad)
-            fit = plan_memory(model, y, **kw)["memory_B"] <= hw.hbm_bytes
+            fit = plan_memory(model, y, **kw)["memory_B"] + extra_B <= hw.hbm_bytes
             rejected["memory"] += int(np.count_nonzero(~fit))
             fits_n += int(np.count_nonzero(fit))
             if np.any(fit):
@@ -192,7 +195,11 @@ def search_training(
     if best_step:
         plans = PlanGrid.concat(best_plans)
         for j in np.argsort(np.concatenate(best_step), kind="stable")[:top_k]:
-            top.append(estimate_training(model, hw, plans.layout(j), calibration=cal, **kw))
+            top.append(
+                estimate_training(
+                    model, hw, plans.layout(j), calibration=cal, headroom_GiB=headroom_GiB, **kw
+                )
+            )
     return SearchResult(
         model=model.name,
         hardware=hw.name,
