@@ -16,7 +16,9 @@ from tenfold.perf.training.search import search_training
 
 def _est(**kw):
     lay = Layout(tp=8, pp=8, vp=8, dp=8, cp=2, **kw)
-    return estimate_training("llama3.1-405b", "h100-sxm", lay, seq_len=8192, global_batch=1536, precision="fp8")
+    return estimate_training(
+        "llama3.1-405b", "h100-sxm", lay, seq_len=8192, global_batch=1536, precision="fp8"
+    )
 
 
 def test_megatron_flags_carry_every_degree():

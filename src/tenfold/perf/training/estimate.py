@@ -150,8 +150,8 @@ def estimate_training(
         ()
         if calibrated
         else (
-            f"no calibration for {hw.arch}/{prec.bits_class}-bit GEMMs: using the fallback efficiency "
-            f"{cal.fallback_gemm_efficiency}",
+            f"uncalibrated: no published runs fitted for {hw.arch}/{prec.bits_class}-bit GEMMs; using the "
+            f"lowest fitted {prec.bits_class}-bit efficiency, {cal.gemm(hw.arch, prec.bits_class):.2f}",
         )
     )
     base = dict(
