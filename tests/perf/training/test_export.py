@@ -57,8 +57,20 @@ def test_headroom_is_a_knob():
 
 def test_cli_search_export_json():
     out = subprocess.run(
-        [sys.executable, "-m", "tenfold.cli.main", "search", "train", "-m", "llama3-8b", "-g", "h100-sxm"]
-        + ["-n", "8", "--seq-len", "4096", "--global-batch", "64", "--export", "torchtitan", "--json"],
+        [
+            *(
+                sys.executable,
+                "-m",
+                "tenfold.cli.main",
+                "search",
+                "train",
+                "-m",
+                "llama3-8b",
+                "-g",
+                "h100-sxm",
+            ),
+            *("-n", "8", "--seq-len", "4096", "--global-batch", "64", "--export", "torchtitan", "--json"),
+        ],
         capture_output=True,
         text=True,
         check=True,
