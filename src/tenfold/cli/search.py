@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
+from tenfold.perf.errors import Infeasible
+from tenfold.perf.specs.models import load_model
+from tenfold.perf.training.export import FRAMEWORKS, export_plan
 from tenfold.perf.training.search import search_training
 
 app = typer.Typer(help="Search parallel layouts (training now; inference later).", no_args_is_help=True)
@@ -30,6 +34,12 @@ def train(
     top: int = typer.Option(5, help="how many plans to show"),
     max_vp: int = typer.Option(8, "--max-vp", help="largest virtual-pipeline depth tried"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    export: str = typer.Option(
+        "", "--export", help="print the best plan's launch arguments: megatron|nemo|torchtitan"
+    ),
+    headroom: float | None = typer.Option(
+        None, "--headroom", help="GiB per GPU left outside the model (default: what the framework needs)"
+    ),
 ) -> None:
     """Enumerate every (tp, pp, vp, dp, cp, ep, micro-batch, recompute, ZeRO) plan, prune by the layout
     rules and by memory, rank the rest by step time.
@@ -40,6 +50,8 @@ def train(
     """
     console = Console(stderr=True)
     try:
+        if export and export not in FRAMEWORKS:
+            raise ValueError(f"unknown --export {export!r}; choose one of {', '.join(FRAMEWORKS)}")
         with Progress(
             TextColumn("searching"),
             BarColumn(),
@@ -60,12 +72,20 @@ def train(
                 software=software,
                 top_k=top,
                 max_vp=max_vp,
+                headroom_GiB=headroom,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
     except ValueError as exc:
         raise fail(str(exc)) from None
+    text = ""
+    if export and result.top:
+        try:
+            text = export_plan(result.top[0], export, layers=load_model(model).layers)
+        except Infeasible as exc:
+            raise fail(f"--export {export}: {exc}", EXIT_INFEASIBLE) from None
     if as_json:
-        print_json(result.to_dict())
+        print_json(result.to_dict() | ({"export": text} if export else {}))
+        export = ""
     else:
         out = Console()
         t = Table(
@@ -110,3 +130,5 @@ def train(
         out.print(r)
     if not result.top:
         raise typer.Exit(EXIT_INFEASIBLE)
+    if export:
+        Console(soft_wrap=True, highlight=False).print(escape(text))

@@ -117,9 +117,14 @@ class Calibration:
 
     def gemm(self, arch: str, bits_class: str) -> float:
         """GEMM efficiency for an architecture and operand width (borrowing the predecessor
-        architecture's value via ARCH_FALLBACK), else the fixed fallback."""
+        architecture's value via ARCH_FALLBACK), else the conservative fallback: the lowest value fitted
+        for that operand width on any architecture (capped by `fallback_gemm_efficiency`), so hardware
+        nobody calibrated never looks better than hardware that was."""
         key = self._key(arch, bits_class)
-        return self.gemm_efficiency[key] if key else self.fallback_gemm_efficiency
+        if key:
+            return self.gemm_efficiency[key]
+        same_width = [v for k, v in self.gemm_efficiency.items() if k.endswith(f"/{bits_class}")]
+        return min([self.fallback_gemm_efficiency, *same_width])
 
     def is_calibrated(self, arch: str, bits_class: str) -> bool:
         return self._key(arch, bits_class) is not None

@@ -6,6 +6,7 @@ as the search (`step.evaluate_plans`) on a one-plan `PlanGrid`, so the search an
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -19,6 +20,7 @@ from tenfold.perf.specs.models import ModelSpec, load_model
 from tenfold.perf.specs.precision import Precision, check_supported, get_precision
 from tenfold.perf.training.grid import PlanGrid
 from tenfold.perf.training.layout import Layout, layout_problems
+from tenfold.perf.training.memory import FIXED_OVERHEAD_BYTES
 from tenfold.perf.training.stack import Stack, stack
 from tenfold.perf.training.step import evaluate_plans
 
@@ -111,6 +113,7 @@ def estimate_training(
     num_gpus: int | None = None,
     software: Stack | str = "megatron-core",
     calibration: Calibration | None = None,
+    headroom_GiB: float | None = None,
 ) -> TrainingEstimate:
     """Estimate one training plan.
 
@@ -123,6 +126,8 @@ def estimate_training(
         num_gpus: the cluster size, if given it must equal the layout's GPU count.
         software: a Stack or preset name (see stack.py).
         calibration: fitted efficiencies (default: the committed fit).
+        headroom_GiB: memory per GPU left outside the model (None: what the framework needs,
+            memory.FIXED_OVERHEAD_BYTES).
     Raises ValueError for malformed input (unknown names, non-positive sizes); an infeasible plan is
     returned with feasible=False and the reason.
     """
@@ -131,23 +136,22 @@ def estimate_training(
     prec = get_precision(precision) if isinstance(precision, str) else precision
     sw = stack(software) if isinstance(software, str) else software
     cal = calibration or load_calibration()
+    extra_B = headroom_extra_bytes(headroom_GiB)
     if seq_len < 1 or global_batch < 1:
         raise ValueError(f"seq_len and global_batch must be >= 1, got {seq_len} and {global_batch}")
-    problems = layout_problems(model, layout, seq_len=seq_len, global_batch=global_batch)
+    problems = layout_problems(model, layout, seq_len=seq_len, global_batch=global_batch, software=sw)
     if num_gpus is not None and num_gpus != layout.gpus:
         problems.append(f"TP·PP·DP·CP = {layout.gpus} but the cluster has {num_gpus} GPUs")
     unsupported = check_supported(prec, hw)
     if unsupported:
         problems.append(unsupported)
-    if layout.vp > 1 and not sw.interleaving:
-        problems.append(f"VP={layout.vp}: the {sw.name} pipeline engine has no interleaved schedule")
     calibrated = cal.is_calibrated(hw.arch, prec.bits_class)
     notes = (
         ()
         if calibrated
         else (
-            f"no calibration for {hw.arch}/{prec.bits_class}-bit GEMMs: using the fallback efficiency "
-            f"{cal.fallback_gemm_efficiency}",
+            f"uncalibrated: no published runs fitted for {hw.arch}/{prec.bits_class}-bit GEMMs; using the "
+            f"lowest fitted {prec.bits_class}-bit efficiency, {cal.gemm(hw.arch, prec.bits_class):.2f}",
         )
     )
     base = dict(
@@ -190,7 +194,19 @@ def estimate_training(
         global_batch=global_batch,
     )
     v = {k: float(np.asarray(a).ravel()[0]) for k, a in out.items()}
+    v["memory_B"] += extra_B
+    v["other_B"] += extra_B
     return _result(model, hw, prec, v, base)
+
+
+def headroom_extra_bytes(headroom_GiB: float | None) -> float:
+    """Bytes to add to the modelled memory for a headroom of `headroom_GiB` per GPU instead of the
+    framework's fixed overhead (0 for None); ValueError for a negative or non-finite headroom."""
+    if headroom_GiB is None:
+        return 0.0
+    if not math.isfinite(headroom_GiB) or headroom_GiB < 0:
+        raise ValueError(f"headroom must be a finite number of GiB >= 0, got {headroom_GiB}")
+    return headroom_GiB * GiB - FIXED_OVERHEAD_BYTES
 
 
 def _result(

@@ -23,10 +23,10 @@ from tenfold.perf.training.layout import (
     RECOMPUTE,
     RECOMPUTE_CODE,
     RULE_FIELDS,
-    RULES,
     ZERO_STAGES,
     Layout,
     divisors,
+    rules_for,
 )
 from tenfold.perf.training.stack import Stack, stack
 
@@ -139,14 +139,17 @@ class PlanGrid:
             expert_dp=dp * cp * tp / ep,
         )
 
-    def rule_masks(self, model: ModelSpec, seq_len: int, global_batch: int) -> dict[str, np.ndarray]:
-        """Rule key -> mask of the plans that break it, for every rule in layout.RULES."""
+    def rule_masks(
+        self, model: ModelSpec, seq_len: int, global_batch: int, software: Stack | None = None
+    ) -> dict[str, np.ndarray]:
+        """Rule key -> mask of the plans that break it, for every rule of layout.RULES that `software`'s
+        framework enforces (default Megatron-Core)."""
         x = {k: getattr(self, k) for k in RULE_FIELDS}
         return {
             r.key: np.broadcast_to(
                 np.asarray(r.bad(model, seq_len, global_batch, x), dtype=bool), (len(self),)
             )
-            for r in RULES
+            for r in rules_for(software)
         }
 
 

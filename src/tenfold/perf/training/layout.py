@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tenfold.perf.specs.models import ModelSpec
+from tenfold.perf.training.stack import Stack, stack
 
 RECOMPUTE = ("none", "selective", "full")
 """Activation recomputation modes (Korthikanti et al. 2022, https://arxiv.org/abs/2205.05198 §5): nothing, the
@@ -93,15 +94,22 @@ class Layout:
         return " ".join(parts)
 
 
+def _always(software: Stack) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Rule:
     """A structural rule: `bad(model, seq_len, global_batch, x)` -> bool mask of violations, where x maps
     RULE_FIELDS to arrays (or scalars); `message(model, seq_len, global_batch, x)` -> the reason for one
-    violating plan (x of scalars)."""
+    violating plan (x of scalars); `source`: where the rule comes from (framework file or paper);
+    `applies(software)`: whether the framework a software stack models enforces it."""
 
     key: str
     bad: Callable[..., np.ndarray]
     message: Callable[..., str]
+    source: str = ""
+    applies: Callable[[Stack], bool] = _always
 
 
 def _ffn_widths(model: ModelSpec) -> list[int]:
@@ -121,16 +129,55 @@ def _tp_splits_ffn(model: ModelSpec, tp: np.ndarray) -> np.ndarray:
     return bad
 
 
+def microbatches(global_batch: int, x: dict) -> np.ndarray:
+    """Micro-batches per step per pipeline, m = B / (dp · micro-batch) (0 when it does not divide)."""
+    per = np.asarray(x["dp"]) * np.asarray(x["micro_batch"])
+    return np.where(global_batch % per == 0, global_batch // per, 0)
+
+
+def _megatron_interleaving(software: Stack) -> bool:
+    return software.pp_schedule == "1f1b" and software.interleave_needs_pp_multiple
+
+
+def _dualpipe(software: Stack) -> bool:
+    return software.pp_schedule == "dualpipe"
+
+
+def _uneven_stages_ok(layers: int, pp: np.ndarray) -> np.ndarray:
+    """Whether `layers` over `pp` stages (vp = 1) can be launched with equal middle stages of
+    ceil(layers / pp) layers and the remainder split between the first and last stage (Megatron-Core
+    `--decoder-first-pipeline-num-layers` / `--decoder-last-pipeline-num-layers`)."""
+    pp = np.asarray(pp)
+    k = -(-layers // pp)
+    rest = layers - np.maximum(pp - 2, 0) * k
+    return (pp <= 2) | ((rest >= 2) & (rest <= 2 * k))
+
+
+_MCORE_SCHEDULES = (
+    "Megatron-Core megatron/core/pipeline_parallel/schedules.py, "
+    "forward_backward_pipelining_with_interleaving: core_r0.7.0 raises unless num_microbatches % "
+    "pipeline_parallel_size == 0; later releases (microbatch_group_size_per_vp_stage, default PP) need "
+    "PP <= num_microbatches. A multiple of PP satisfies both"
+)
+_MCORE_ARGS = (
+    "Megatron-LM megatron/training/arguments.py: num_layers divisible by the pipeline size unless "
+    "--decoder-first/last-pipeline-num-layers set uneven stages; with --num-layers-per-virtual-pipeline-"
+    "stage the layers per stage divide into virtual stages"
+)
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "tp_heads",
         lambda m, s, g, x: m.heads % x["tp"] != 0,
         lambda m, s, g, x: f"TP={x['tp']} does not divide {m.heads} heads",
+        "Megatron-Core attention.py: num_attention_heads divisible by the tensor-parallel size "
+        "(Shoeybi et al. 2019, https://arxiv.org/abs/1909.08053 §3)",
     ),
     Rule(
         "tp_kv_heads",
         lambda m, s, g, x: (m.kv_heads % x["tp"] != 0) & (x["tp"] <= m.heads) & (not m.is_mla),
         lambda m, s, g, x: f"TP={x['tp']} does not divide {m.kv_heads} KV heads",
+        "Megatron-Core attention.py: num_query_groups divisible by the tensor-parallel size",
     ),
     Rule(
         "tp_ffn",
@@ -138,6 +185,7 @@ RULES: tuple[Rule, ...] = (
         lambda m, s, g, x: (
             f"TP={x['tp']} does not divide the FFN width ({', '.join(map(str, _ffn_widths(m)))})"
         ),
+        "Megatron-Core ColumnParallelLinear: output size divisible by the tensor-parallel size",
     ),
     Rule(
         "pp_layers",
@@ -145,31 +193,98 @@ RULES: tuple[Rule, ...] = (
         lambda m, s, g, x: (
             f"PP={x['pp']} x VP={x['vp']} = {x['pp'] * x['vp']} chunks exceed {m.layers} layers"
         ),
+        "every pipeline chunk holds at least one layer (Narayanan et al. 2021, "
+        "https://arxiv.org/abs/2104.04473 §2.2)",
     ),
     Rule(
         "vp_needs_pp",
         lambda m, s, g, x: (x["vp"] > 1) & (x["pp"] == 1),
         lambda m, s, g, x: f"VP={x['vp']} needs PP > 1",
+        "Megatron-LM arguments.py: the interleaved schedule needs pipeline_model_parallel_size > 1",
+    ),
+    Rule(
+        "vp_layers",
+        lambda m, s, g, x: (x["vp"] > 1) & (m.layers % (x["pp"] * x["vp"]) != 0),
+        lambda m, s, g, x: (
+            f"VP={x['vp']}: {m.layers} layers do not split into PP x VP = {x['pp'] * x['vp']} equal chunks"
+        ),
+        _MCORE_ARGS,
+        lambda sw: sw.pp_schedule == "1f1b" and not sw.balanced_stages,
+    ),
+    Rule(
+        "vp_layers",
+        lambda m, s, g, x: (
+            (x["vp"] > 1)
+            & (m.layers % (x["pp"] * x["vp"]) != 0)
+            & ((m.layers + 2) % (x["pp"] * x["vp"]) != 0)
+        ),
+        lambda m, s, g, x: (
+            f"VP={x['vp']}: neither {m.layers} layers nor {m.layers} + embedding + loss split into "
+            f"PP x VP = {x['pp'] * x['vp']} equal chunks"
+        ),
+        _MCORE_ARGS + "; Megatron-Core transformer_config.py: account_for_embedding/loss_in_pipeline_split "
+        "count the embedding and the loss as one layer each",
+        lambda sw: sw.pp_schedule == "1f1b" and sw.balanced_stages,
+    ),
+    Rule(
+        "pp_uneven",
+        lambda m, s, g, x: (x["vp"] == 1) & (m.layers % x["pp"] != 0) & ~_uneven_stages_ok(m.layers, x["pp"]),
+        lambda m, s, g, x: (
+            f"PP={x['pp']}: {m.layers} layers cannot be split into equal middle stages and an uneven "
+            "first/last stage"
+        ),
+        _MCORE_ARGS,
+    ),
+    Rule(
+        "vp_microbatches",
+        lambda m, s, g, x: (x["vp"] > 1) & (microbatches(g, x) % x["pp"] != 0),
+        lambda m, s, g, x: (
+            f"VP={x['vp']}: the interleaved schedule needs the micro-batches per step "
+            f"({g // (x['dp'] * x['micro_batch'])}) to be a multiple of PP={x['pp']}"
+        ),
+        _MCORE_SCHEDULES,
+        _megatron_interleaving,
+    ),
+    Rule(
+        "vp_software",
+        lambda m, s, g, x: np.asarray(x["vp"]) > 1,
+        lambda m, s, g, x: f"VP={x['vp']}: this pipeline engine has no interleaved schedule",
+        "DeepSpeed runtime/pipe/engine.py: PipelineEngine runs 1F1B without virtual stages",
+        lambda sw: not sw.interleaving,
+    ),
+    Rule(
+        "dualpipe",
+        lambda m, s, g, x: (x["pp"] > 1) & ((x["pp"] % 2 != 0) | (microbatches(g, x) < 2 * x["pp"])),
+        lambda m, s, g, x: (
+            f"DualPipe needs an even PP (got {x['pp']}) and at least 2·PP micro-batches per step "
+            f"(got {g // (x['dp'] * x['micro_batch'])})"
+        ),
+        "deepseek-ai/DualPipe dualpipe.py: num_ranks even and num_chunks >= 2 * num_ranks",
+        _dualpipe,
     ),
     Rule(
         "ep_dense",
         lambda m, s, g, x: (x["ep"] > 1) & (not m.is_moe),
         lambda m, s, g, x: f"EP={x['ep']} on a dense model",
+        "expert parallelism splits experts; a dense model has none",
     ),
     Rule(
         "ep_experts",
         lambda m, s, g, x: m.is_moe & (np.maximum(m.experts, 1) % x["ep"] != 0),
         lambda m, s, g, x: f"EP={x['ep']} does not divide {m.experts} experts",
+        "Megatron-Core moe_layer.py: num_moe_experts divisible by the expert-parallel size",
     ),
     Rule(
         "ep_fold",
         lambda m, s, g, x: (x["tp"] * x["cp"] * x["dp"]) % x["ep"] != 0,
         lambda m, s, g, x: f"EP={x['ep']} does not divide TP·CP·DP = {x['tp'] * x['cp'] * x['dp']}",
+        "Megatron-Core parallel_state.py (parallel folding): expert groups tile TP x CP x DP",
     ),
     Rule(
         "cp_seq",
         lambda m, s, g, x: (x["cp"] > 1) & (s % (2 * x["cp"]) != 0),
         lambda m, s, g, x: f"CP={x['cp']} needs the sequence length ({s}) divisible by 2·CP = {2 * x['cp']}",
+        "Megatron-Core get_batch_on_this_cp_rank: the sequence splits into 2·CP load-balanced chunks",
     ),
     Rule(
         "batch",
@@ -177,22 +292,33 @@ RULES: tuple[Rule, ...] = (
         lambda m, s, g, x: (
             f"global batch {g} is not a multiple of DP x micro-batch = {x['dp']} x {x['micro_batch']}"
         ),
+        "Megatron-LM microbatches.py: global batch divisible by micro-batch x data-parallel size",
     ),
 )
 
 
-def broken_rules(model: ModelSpec, layout: Layout, *, seq_len: int, global_batch: int) -> list[Rule]:
-    """The structural rules `layout` breaks, in RULES order (empty if none)."""
+def rules_for(software: Stack | None = None) -> tuple[Rule, ...]:
+    """The rules the framework `software` models enforces (default: Megatron-Core)."""
+    sw = software or stack()
+    return tuple(r for r in RULES if r.applies(sw))
+
+
+def broken_rules(
+    model: ModelSpec, layout: Layout, *, seq_len: int, global_batch: int, software: Stack | None = None
+) -> list[Rule]:
+    """The structural rules `layout` breaks under `software` (default Megatron-Core), in RULES order."""
     x = {k: np.asarray(getattr(layout, k)) for k in RULE_FIELDS}
-    return [r for r in RULES if bool(np.asarray(r.bad(model, seq_len, global_batch, x)))]
+    return [r for r in rules_for(software) if bool(np.asarray(r.bad(model, seq_len, global_batch, x)))]
 
 
-def layout_problems(model: ModelSpec, layout: Layout, *, seq_len: int, global_batch: int) -> list[str]:
-    """Every structural rule `layout` breaks, as readable reasons (empty if none)."""
+def layout_problems(
+    model: ModelSpec, layout: Layout, *, seq_len: int, global_batch: int, software: Stack | None = None
+) -> list[str]:
+    """Every structural rule `layout` breaks under `software`, as readable reasons (empty if none)."""
     x = {k: getattr(layout, k) for k in RULE_FIELDS}
     out = [
         r.message(model, seq_len, global_batch, x)
-        for r in broken_rules(model, layout, seq_len=seq_len, global_batch=global_batch)
+        for r in broken_rules(model, layout, seq_len=seq_len, global_batch=global_batch, software=software)
     ]
     if layout.etp != 1:
         out.append(f"ETP={layout.etp}: expert tensor parallelism other than 1 is not modelled")

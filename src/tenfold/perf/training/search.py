@@ -25,9 +25,9 @@ from tenfold.perf.calibration import Calibration, load_calibration
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 from tenfold.perf.specs.models import ModelSpec, load_model
 from tenfold.perf.specs.precision import Precision, check_supported, get_precision
-from tenfold.perf.training.estimate import TrainingEstimate, estimate_training
+from tenfold.perf.training.estimate import TrainingEstimate, estimate_training, headroom_extra_bytes
 from tenfold.perf.training.grid import MICRO_BATCHES, RECOMPUTES, PlanGrid, search_chunks
-from tenfold.perf.training.layout import RULES, ZERO_STAGES, broken_rules
+from tenfold.perf.training.layout import ZERO_STAGES, broken_rules, rules_for
 from tenfold.perf.training.memory import plan_memory
 from tenfold.perf.training.stack import Stack, stack
 from tenfold.perf.training.step import plan_times
@@ -137,9 +137,11 @@ def search_training(
     recomputes: tuple[str, ...] = RECOMPUTES,
     zero_stages: tuple[int, ...] = ZERO_STAGES,
     progress: Callable[[int, int], None] | None = None,
+    headroom_GiB: float | None = None,
 ) -> SearchResult:
     """Search all layouts of `num_gpus` GPUs for the fastest step (see the module docstring).
 
+    `headroom_GiB`: memory per GPU left outside the model (None: what the framework needs).
     `progress(done, total)` is called after each (tp, pp, cp) chunk (the CLI draws a bar with it).
     Raises ValueError for bad input (unknown names, num_gpus < 1, a precision the GPU lacks).
     """
@@ -150,6 +152,7 @@ def search_training(
             f"num_gpus, seq_len and global_batch must be >= 1, got {num_gpus}, {seq_len}, {global_batch}"
         )
     _check_supported(prec, hw)
+    extra_B = headroom_extra_bytes(headroom_GiB)
     chunks = search_chunks(
         model,
         num_gpus,
@@ -161,14 +164,14 @@ def search_training(
         zero_stages=zero_stages,
     )
     kw = dict(precision=prec, software=sw, seq_len=seq_len, global_batch=global_batch)
-    rejected = {r.key: 0 for r in RULES} | {"tp_domain": 0, "memory": 0}
+    rejected = {r.key: 0 for r in rules_for(sw)} | {"tp_domain": 0, "memory": 0}
     evaluated = valid_n = fits_n = 0
     best_step: list[np.ndarray] = []
     best_plans: list[PlanGrid] = []
     keep = max(top_k, 1) * 4
     for i, x in enumerate(chunks):
         evaluated += len(x)
-        masks = x.rule_masks(model, seq_len, global_batch)
+        masks = x.rule_masks(model, seq_len, global_batch, sw)
         masks["tp_domain"] = x.tp > hw.placement_domain
         bad = np.zeros(len(x), dtype=bool)
         for key, mask in masks.items():
@@ -177,7 +180,7 @@ def search_training(
         valid_n += int(np.count_nonzero(~bad))
         if np.any(~bad):
             y = x.select(~bad)
-            fit = plan_memory(model, y, **kw)["memory_B"] <= hw.hbm_bytes
+            fit = plan_memory(model, y, **kw)["memory_B"] + extra_B <= hw.hbm_bytes
             rejected["memory"] += int(np.count_nonzero(~fit))
             fits_n += int(np.count_nonzero(fit))
             if np.any(fit):
@@ -192,7 +195,11 @@ def search_training(
     if best_step:
         plans = PlanGrid.concat(best_plans)
         for j in np.argsort(np.concatenate(best_step), kind="stable")[:top_k]:
-            top.append(estimate_training(model, hw, plans.layout(j), calibration=cal, **kw))
+            top.append(
+                estimate_training(
+                    model, hw, plans.layout(j), calibration=cal, headroom_GiB=headroom_GiB, **kw
+                )
+            )
     return SearchResult(
         model=model.name,
         hardware=hw.name,
@@ -243,14 +250,17 @@ def search_training_reference(
         zero_stages=zero_stages,
     )
     kw = dict(precision=prec, software=sw, seq_len=seq_len, global_batch=global_batch)
-    rejected = {r.key: 0 for r in RULES} | {"tp_domain": 0, "memory": 0}
+    rejected = {r.key: 0 for r in rules_for(sw)} | {"tp_domain": 0, "memory": 0}
     evaluated = valid_n = fits_n = 0
     ranked: list[tuple[float, int, TrainingEstimate]] = []
     for i, x in enumerate(chunks):
         for j in range(len(x)):
             evaluated += 1
             lay = x.layout(j)
-            broken = [r.key for r in broken_rules(model, lay, seq_len=seq_len, global_batch=global_batch)]
+            broken = [
+                r.key
+                for r in broken_rules(model, lay, seq_len=seq_len, global_batch=global_batch, software=sw)
+            ]
             if lay.tp > hw.placement_domain:
                 broken.append("tp_domain")
             if broken:

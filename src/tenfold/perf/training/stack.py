@@ -53,6 +53,9 @@ class Stack:
         attention sinks then pay for materialised scores.
     interleaving: the pipeline engine has the interleaved (virtual-stage) schedule; DeepSpeed's
         PipelineEngine does not.
+    interleave_needs_pp_multiple: the interleaved schedule runs only when the micro-batches per step are a
+        multiple of the pipeline size (Megatron-Core, see layout.RULES "vp_microbatches"); Meta's Llama 3
+        schedule lifts it (arXiv 2407.21783 §3.3.2: "we modify our pipeline schedule ... N flexibly").
     """
 
     name: str
@@ -71,6 +74,7 @@ class Stack:
     fsdp_regather: bool = True
     fused_sink_attention: bool = False
     interleaving: bool = True
+    interleave_needs_pp_multiple: bool = True
 
     def __post_init__(self) -> None:
         if self.pp_schedule not in SCHEDULES:
@@ -144,7 +148,7 @@ def _metaseq_2022() -> Stack:
 def _meta_llama3() -> Stack:
     """Meta's Llama 3 training stack (arXiv 2407.21783 §3.3): 4D parallelism with FSDP as the data-parallel
     layer; parameters stay gathered across the micro-batches of a step, so FSDP traffic is once per step."""
-    return Stack(name="meta-llama3", fsdp_regather=False)
+    return Stack(name="meta-llama3", fsdp_regather=False, interleave_needs_pp_multiple=False)
 
 
 @_register

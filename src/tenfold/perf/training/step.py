@@ -4,8 +4,9 @@ One optimizer step, in the design's notation (B global batch, S sequence length,
   t_mb   = Σ_layers on the stage [fwd + bwd + recompute + exposed TP/CP/EP communication]
            (+ the output head, loss and MTP modules, balanced across stages when the software does so)
            + exposed pipeline p2p + exposed ZeRO-3/FSDP gathers and reductions
-  t_pipe = (m + bubble) · t_mb, bubble = (p - 1)/v for (interleaved) 1F1B (Narayanan et al. 2021,
-           https://arxiv.org/abs/2104.04473 §2.2), p/2 - 1 for DualPipe (DeepSeek-V3,
+  t_pipe = (m + bubble) · t_mb, bubble = (p - 1)/v for (interleaved) 1F1B with m >= p (Narayanan
+           et al. 2021, https://arxiv.org/abs/2104.04473 §2.2; more when m < p, see `_bubble`),
+           p/2 - 1 for DualPipe (DeepSeek-V3,
            https://arxiv.org/abs/2412.19437 §3.2.1); m = B / (dp · micro-batch) micro-batches per pipeline
   step   = t_pipe + exposed data-parallel gradient/parameter collectives + optimizer step
 The overlap rules are in `stack.py`; layer compute in `compute.py`; collectives in `comm.py`; memory in
@@ -162,10 +163,17 @@ def _pipeline_p2p(model: ModelSpec, p: PlanTerms, software: Stack, links: Links)
 
 
 def _bubble(p: PlanTerms, software: Stack) -> np.ndarray:
-    """Pipeline bubble in micro-batch times: (p - 1)/v for (interleaved) 1F1B, p/2 - 1 for DualPipe."""
+    """Pipeline bubble in micro-batch times: p/2 - 1 for DualPipe; for (interleaved) 1F1B
+    (p - 1)/v + max(p - m, 0)·(1 - 1/v).
+
+    With m >= p micro-batches the interleaved schedule's bubble is (p - 1)/v (Narayanan et al. 2021 §2.2).
+    With m < p a micro-batch's chunk comes back to the first stage after p chunk-slots but only m slots
+    are busy, so each of the v rounds takes p slots: the step is v·p + m - 1 chunk-slots (of 1/v
+    micro-batch time each) against m·v of work. At m = 1 this is p - 1, interleaving gains nothing;
+    at v = 1 it is plain 1F1B's p - 1."""
     if software.pp_schedule == "dualpipe":
         return np.maximum(p.pp / 2.0 - 1.0, 0.0)
-    return (p.pp - 1.0) / p.vp
+    return (p.pp - 1.0) / p.vp + np.maximum(p.pp - p.microbatches, 0.0) * (1.0 - 1.0 / p.vp)
 
 
 def _optimizer_time(dense_p, expert_p, p: PlanTerms, *, r: Rates, precision: Precision) -> np.ndarray:
