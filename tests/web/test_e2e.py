@@ -4,15 +4,13 @@ for the charts, checks what they show, and saves a screenshot (to $TENFOLD_ARTEF
 pytest's tmp dir)."""
 
 import os
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from tenfold.web import create_app
+
+from .conftest import live_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(
@@ -20,25 +18,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server():
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    t_end = time.monotonic() + 20
-    while not srv.started:
-        assert time.monotonic() < t_end, "server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with live_server(create_app()) as (host, port):
+        yield f"http://{host}:{port}"
 
 
 def test_default_form_draws_the_comparison(server, tmp_path):

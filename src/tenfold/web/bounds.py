@@ -1,9 +1,10 @@
 """Work bounds of the web API: how much one request may ask the planner to do.
 
-Three bounds besides the per-field ranges in schemas.py: a grid-size check before a search or a
+Four bounds besides the per-field ranges in schemas.py: a grid-size check before a search or a
 comparison runs (`plan_count`, `compare_plan_bound` against `Limits.max_search_plans` and
 `Limits.max_compare_plans`), a time limit per request, checked between search chunks (`time_limit`),
-and at most `Limits.heavy_slots` searches or comparisons at once (the routes answer 429 beyond that).
+at most `Limits.heavy_slots` searches or comparisons at once (the routes answer 429 beyond that), and
+a cap on the request body (`Limits.max_body_bytes`, 413 beyond it, body.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tenfold.perf.training.grid import count_plans
 from tenfold.web.schemas import MAX_COMPARE_PLANS, MAX_DEADLINE_GPUS, MAX_SEARCH_PLANS, CompareRequest
 
 TIME_LIMIT_S = 30.0
+MAX_BODY_BYTES = 64 * 1024  # the largest valid request body is under 2 KiB of JSON
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,10 +36,14 @@ class Limits:
     """Layouts one training search may enumerate; a larger grid gets a 422 before it runs."""
     max_compare_plans: int = MAX_COMPARE_PLANS
     """Layouts one training comparison may search, all GPU types together; beyond it: 422."""
+    max_body_bytes: int = MAX_BODY_BYTES
+    """Bytes one request body may have; a larger one gets a 413 before it is read (body.py)."""
 
     def __post_init__(self) -> None:
         if self.heavy_slots < 0:
             raise ValueError(f"heavy_slots must be >= 0, got {self.heavy_slots}")
+        if self.max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be >= 1, got {self.max_body_bytes}")
 
 
 class TimeLimit(Exception):
