@@ -52,12 +52,13 @@ def run_comparison(req: CompareRequest, progress: Progress) -> Comparison:
     return compare_serving(w, list(req.gpus), **common)
 
 
-def comparison_answer(c: Comparison) -> JSONResponse:
-    """The numbers, the side-by-side table the report prints, its notes, and the charts."""
+def comparison_answer(c: Comparison, req: CompareRequest) -> JSONResponse:
+    """The numbers, the assumptions, the side-by-side table the report prints, its notes, and the charts."""
     t = comparison_table(c)
     return json_response(
         {
             "result": c.to_dict(),
+            "assumptions": req.assumptions(),
             "table": {"caption": t.caption, "columns": list(t.columns), "rows": [list(r) for r in t.rows]},
             "notes": list(t.notes),
             "charts": [ch.to_dict() for ch in comparison_charts(c)],
@@ -83,6 +84,6 @@ def compare(req: CompareRequest, request: Request) -> JSONResponse:
             )
 
     def work() -> JSONResponse:
-        return comparison_answer(run_comparison(req, time_limit(state.limits.time_limit_s)))
+        return comparison_answer(run_comparison(req, time_limit(state.limits.time_limit_s)), req)
 
     return run_heavy(state, work)
