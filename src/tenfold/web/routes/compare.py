@@ -79,8 +79,9 @@ def compare(req: CompareRequest, request: Request) -> JSONResponse:
         if bound > most:
             what = "a deadline" if req.deadline_days is not None else f"{req.num_gpus:,} GPUs"
             return bad_input(
-                f"gpus: {len(req.gpus)} GPU types at {what} may search {bound:,} layouts; allowed: at "
-                f"most {most:,} (fewer GPU types, one precision, fewer GPUs, a fixed count)"
+                f"gpus: {len(req.gpus)} GPU types at {what} is too large a comparison to answer here "
+                f"({bound:,} layouts to search; at most {most:,}): compare fewer GPU types, choose one "
+                "precision, or give a fixed GPU count"
             )
 
     def work() -> JSONResponse:
