@@ -4,6 +4,7 @@ an answer, not an error."""
 import pytest
 
 from tenfold.perf import Layout, estimate_training
+from tenfold.perf.defaults import TRAINING
 from tenfold.perf.errors import Infeasible
 from tenfold.web.routes import estimate as estimate_routes
 
@@ -17,8 +18,8 @@ def test_estimate_train_matches_the_library(client):
         "llama3-70b",
         "h100-sxm",
         Layout(tp=4, pp=8, vp=5, dp=2),
-        seq_len=8192,
-        global_batch=256,
+        seq_len=TRAINING.seq_len,
+        global_batch=TRAINING.global_batch,
         precision="fp8",
     )
     assert d["result"]["step_time_s"] == pytest.approx(e.step_time_s, rel=1e-12)

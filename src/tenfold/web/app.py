@@ -5,7 +5,8 @@ Endpoints (OpenAPI at /openapi.json), one router module each under routes/: GET 
 (`result`) and the charts (`charts`: the `tenfold.report` Chart objects the HTML report draws, as Plotly
 JSON), so the page and the report show the same thing. Work is bounded (bounds.py): request bounds in
 schemas.py, a grid-size check before a search, a time limit per request (checked between search chunks),
-and at most `heavy_slots` searches or comparisons at once (beyond that: 429). Bad input: 422 with the field
+at most `heavy_slots` searches or comparisons at once (beyond that: 429), and a request body of at
+most `max_body_bytes` (beyond that: 413, before the body is read). Bad input: 422 with the field
 and its allowed range. Never imports torch.
 """
 
@@ -16,7 +17,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from tenfold.web.bounds import TIME_LIMIT_S, Limits
+from tenfold.web.body import BodyLimit
+from tenfold.web.bounds import MAX_BODY_BYTES, TIME_LIMIT_S, Limits
 from tenfold.web.responses import json_response
 from tenfold.web.routes import catalog, compare, estimate, page, search
 from tenfold.web.schemas import (
@@ -79,6 +81,7 @@ def create_app(
     heavy_slots: int = 2,
     max_search_plans: int = MAX_SEARCH_PLANS,
     max_compare_plans: int = MAX_COMPARE_PLANS,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The FastAPI application (uvicorn serves it; tests drive it with TestClient). The keyword
     arguments tighten or loosen the work bounds (schemas.py has the defaults)."""
@@ -87,6 +90,7 @@ def create_app(
         heavy_slots=heavy_slots,
         max_search_plans=max_search_plans,
         max_compare_plans=max_compare_plans,
+        max_body_bytes=max_body_bytes,
     )
     app = FastAPI(
         title="tenfold",
@@ -97,6 +101,7 @@ def create_app(
     )
     app.state.web = WebState.of(limits)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     for module in (page, catalog, estimate, search, compare):
         app.include_router(module.router)
     return app

@@ -3,16 +3,23 @@
 Names are catalog names only (an enum in the OpenAPI schema), never a file: `load_model` and
 `load_hardware` also accept a TOML path, and the web layer must never let a request name a path on the
 server. Numbers carry `ge`/`le` bounds, so a bad value gets a 422 naming the field and the allowed range.
+
+Defaults are the CLI's: training questions read `tenfold.perf.defaults.TRAINING` (sequence length,
+global batch, precision, software, virtual-pipeline depth), and a layout field left out is the plain
+layout of `tenfold estimate` (TP1 PP1 VP1 CP1 EP1 DP1, one sequence per micro-batch), never a tuned
+one. Each request names in `ASSUMED` the fields that change its answer; every response returns them
+with whether the request gave them or left them to the default (responses.assumptions).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tenfold.cost.defaults import load_cost_defaults
 from tenfold.cost.workloads import DEFAULT_GPUS
+from tenfold.perf.defaults import TRAINING
 from tenfold.perf.serving.kvcache import KV_PRECISIONS
 from tenfold.perf.serving.presets import ENGINE_NAMES
 from tenfold.perf.serving.query import WEIGHT_PRECISIONS
@@ -48,25 +55,44 @@ GridPreset = Literal[GRID_PRESETS]  # type: ignore[valid-type]
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    ASSUMED: ClassVar[tuple[str, ...]] = ()
+    """The fields that change the answer, stated in every response."""
+
+    def assumed(self) -> tuple[str, ...]:
+        """The fields that change this request's answer."""
+        return self.ASSUMED
+
+    def assumptions(self) -> dict[str, dict]:
+        """Each field that changes the answer: its value, and whether the request left it to the default."""
+        given = self.model_fields_set
+        return {k: {"value": getattr(self, k), "default": k not in given} for k in self.assumed()}
+
 
 class TrainEstimateRequest(_Body):
-    """One training plan (as `tenfold estimate train`)."""
+    """One training plan (as `tenfold estimate train`); layout fields left out are the plain layout."""
+
+    ASSUMED: ClassVar[tuple[str, ...]] = (
+        "seq_len", "global_batch", "precision", "software",
+        "tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "recompute", "zero",
+    )  # fmt: skip
 
     model: ModelName = "llama3-70b"
     gpu: GpuName = "h100-sxm"
-    seq_len: int = Field(8192, ge=1, le=MAX_SEQ, description="tokens per sequence")
-    global_batch: int = Field(256, ge=1, le=MAX_BATCH, description="sequences per optimizer step")
-    tp: int = Field(4, ge=1, le=1024, description="tensor parallel")
-    pp: int = Field(8, ge=1, le=1024, description="pipeline parallel")
-    dp: int = Field(2, ge=1, le=MAX_GPUS, description="data parallel")
+    seq_len: int = Field(TRAINING.seq_len, ge=1, le=MAX_SEQ, description="tokens per sequence")
+    global_batch: int = Field(
+        TRAINING.global_batch, ge=1, le=MAX_BATCH, description="sequences per optimizer step"
+    )
+    tp: int = Field(1, ge=1, le=1024, description="tensor parallel")
+    pp: int = Field(1, ge=1, le=1024, description="pipeline parallel")
+    dp: int = Field(1, ge=1, le=MAX_GPUS, description="data parallel")
     cp: int = Field(1, ge=1, le=1024, description="context parallel")
     ep: int = Field(1, ge=1, le=1024, description="expert parallel")
-    vp: int = Field(5, ge=1, le=64, description="virtual pipeline stages")
+    vp: int = Field(1, ge=1, le=64, description="virtual pipeline stages (1: no interleaving)")
     micro_batch: int = Field(1, ge=1, le=1024, description="sequences per micro-batch")
     recompute: Literal["none", "selective", "full"] = "none"
     zero: int | None = Field(None, ge=0, le=3, description="ZeRO stage (null: the software's default)")
-    precision: TrainPrecision = "fp8"
-    software: SoftwareName = "megatron-core"
+    precision: TrainPrecision = TRAINING.precision
+    software: SoftwareName = TRAINING.software
 
     @model_validator(mode="after")
     def _size(self) -> TrainEstimateRequest:
@@ -77,7 +103,12 @@ class TrainEstimateRequest(_Body):
 
 
 class InferEstimateRequest(_Body):
-    """One serving configuration (as `tenfold estimate infer`), optionally with its curve."""
+    """One serving configuration (as `tenfold estimate infer`, with its defaults), optionally with its
+    curve."""
+
+    ASSUMED: ClassVar[tuple[str, ...]] = (
+        "input_len", "output_len", "concurrency", "tp", "dp", "ep", "precision", "kv_precision", "engine",
+    )  # fmt: skip
 
     model: ModelName = "llama3-70b"
     gpu: GpuName = "b200"
@@ -87,8 +118,8 @@ class InferEstimateRequest(_Body):
     tp: int = Field(1, ge=1, le=256)
     dp: int = Field(1, ge=1, le=256)
     ep: int = Field(1, ge=1, le=256)
-    precision: WeightPrecision = "fp8"
-    kv_precision: KvPrecision = "fp8"
+    precision: WeightPrecision = "bf16"
+    kv_precision: KvPrecision = "bf16"
     engine: EngineName = "trtllm"
     curve: bool = Field(True, description="also the throughput-vs-interactivity curve")
 
@@ -96,20 +127,30 @@ class InferEstimateRequest(_Body):
 class SearchRequest(_Body):
     """A layout search (as `tenfold search train`); its grid size is checked before it runs."""
 
+    ASSUMED: ClassVar[tuple[str, ...]] = ("seq_len", "global_batch", "precision", "software", "max_vp")
+
     model: ModelName = "llama3-70b"
     gpu: GpuName = "h100-sxm"
     num_gpus: int = Field(64, ge=1, le=MAX_GPUS, description="GPUs in the cluster")
-    seq_len: int = Field(8192, ge=1, le=MAX_SEQ)
-    global_batch: int = Field(128, ge=1, le=MAX_BATCH)
-    precision: TrainPrecision = "bf16"
-    software: SoftwareName = "megatron-core"
+    seq_len: int = Field(TRAINING.seq_len, ge=1, le=MAX_SEQ, description="tokens per sequence")
+    global_batch: int = Field(
+        TRAINING.global_batch, ge=1, le=MAX_BATCH, description="sequences per optimizer step"
+    )
+    precision: TrainPrecision = TRAINING.precision
+    software: SoftwareName = TRAINING.software
     top: int = Field(3, ge=1, le=20, description="plans returned")
-    max_vp: int = Field(8, ge=1, le=16, description="largest virtual-pipeline depth tried")
+    max_vp: int = Field(TRAINING.max_vp, ge=1, le=16, description="largest virtual-pipeline depth tried")
 
 
 class CompareRequest(_Body):
     """A comparison across GPU types (as `tenfold compare`): a training run at a fixed GPU count or a
     deadline, or a serving load with an interactivity target."""
+
+    ASSUMED: ClassVar[tuple[str, ...]] = ("precision", "rent_basis", "grid")
+    ASSUMED_TRAINING: ClassVar[tuple[str, ...]] = ("tokens", "seq_len", "global_batch")
+    ASSUMED_SERVING: ClassVar[tuple[str, ...]] = (
+        "input_len", "output_len", "demand_tokens_per_s", "min_tokens_per_s_per_user", "max_ttft_s", "days",
+    )  # fmt: skip
 
     kind: Literal["training", "serving"] = "training"
     model: ModelName = "llama3-70b"
@@ -123,8 +164,10 @@ class CompareRequest(_Body):
     tokens: float = Field(1e12, ge=1e6, le=1e15, description="training tokens")
     num_gpus: int | None = Field(1024, ge=8, le=MAX_GPUS, description="fixed GPU count (or give a deadline)")
     deadline_days: float | None = Field(None, ge=0.01, le=3650, description="fewest GPUs finishing in time")
-    seq_len: int = Field(8192, ge=128, le=131_072)
-    global_batch: int = Field(1024, ge=1, le=65_536)
+    seq_len: int = Field(TRAINING.seq_len, ge=128, le=131_072, description="tokens per sequence")
+    global_batch: int = Field(
+        TRAINING.global_batch, ge=1, le=65_536, description="sequences per optimizer step"
+    )
     # serving
     input_len: int = Field(1024, ge=1, le=131_072)
     output_len: int = Field(1024, ge=1, le=131_072)
@@ -135,6 +178,12 @@ class CompareRequest(_Body):
     # money
     rent_basis: Literal["reserved", "ondemand"] = "reserved"
     grid: GridPreset = "us"
+
+    def assumed(self) -> tuple[str, ...]:
+        """The common fields, and those of the kind of comparison asked for."""
+        kind = self.ASSUMED_TRAINING if self.kind == "training" else self.ASSUMED_SERVING
+        mode = ("num_gpus",) if self.deadline_days is None else ("deadline_days",)
+        return self.ASSUMED + kind + (mode if self.kind == "training" else ())
 
     @model_validator(mode="after")
     def _one_mode(self) -> CompareRequest:

@@ -1,21 +1,24 @@
-"""GET /api/catalog: the shipped models and GPUs, for the form's choices."""
+"""GET /api/catalog: the shipped models and GPUs, the limits and the defaults, for the form's choices
+(the form enforces the limits before it submits)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from tenfold.perf.defaults import TRAINING
 from tenfold.perf.specs.hardware import load_hardware
 from tenfold.perf.specs.models import load_model
 from tenfold.web.responses import json_response
-from tenfold.web.schemas import GPU_NAMES, MODEL_NAMES
+from tenfold.web.schemas import GPU_NAMES, MAX_COMPARE_GPUS, MODEL_NAMES
 
 router = APIRouter()
 
 
 @router.get("/api/catalog")
 def catalog() -> JSONResponse:
-    """The shipped models and GPUs, with the figures the form shows."""
+    """The shipped models and GPUs with the figures the form shows, the comparison's limits and the
+    training defaults."""
     gpus = []
     for name in GPU_NAMES:
         h = load_hardware(name)
@@ -46,4 +49,11 @@ def catalog() -> JSONResponse:
                 "experts": m.experts,
             }
         )
-    return json_response({"models": models, "hardware": gpus})
+    return json_response(
+        {
+            "models": models,
+            "hardware": gpus,
+            "limits": {"max_compare_gpus": MAX_COMPARE_GPUS},
+            "defaults": {"seq_len": TRAINING.seq_len, "global_batch": TRAINING.global_batch},
+        }
+    )

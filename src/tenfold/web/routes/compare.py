@@ -52,12 +52,13 @@ def run_comparison(req: CompareRequest, progress: Progress) -> Comparison:
     return compare_serving(w, list(req.gpus), **common)
 
 
-def comparison_answer(c: Comparison) -> JSONResponse:
-    """The numbers, the side-by-side table the report prints, its notes, and the charts."""
+def comparison_answer(c: Comparison, req: CompareRequest) -> JSONResponse:
+    """The numbers, the assumptions, the side-by-side table the report prints, its notes, and the charts."""
     t = comparison_table(c)
     return json_response(
         {
             "result": c.to_dict(),
+            "assumptions": req.assumptions(),
             "table": {"caption": t.caption, "columns": list(t.columns), "rows": [list(r) for r in t.rows]},
             "notes": list(t.notes),
             "charts": [ch.to_dict() for ch in comparison_charts(c)],
@@ -78,11 +79,12 @@ def compare(req: CompareRequest, request: Request) -> JSONResponse:
         if bound > most:
             what = "a deadline" if req.deadline_days is not None else f"{req.num_gpus:,} GPUs"
             return bad_input(
-                f"gpus: {len(req.gpus)} GPU types at {what} may search {bound:,} layouts; allowed: at "
-                f"most {most:,} (fewer GPU types, one precision, fewer GPUs, a fixed count)"
+                f"gpus: {len(req.gpus)} GPU types at {what} is too large a comparison to answer here "
+                f"({bound:,} layouts to search; at most {most:,}): compare fewer GPU types, choose one "
+                "precision, or give a fixed GPU count"
             )
 
     def work() -> JSONResponse:
-        return comparison_answer(run_comparison(req, time_limit(state.limits.time_limit_s)))
+        return comparison_answer(run_comparison(req, time_limit(state.limits.time_limit_s)), req)
 
     return run_heavy(state, work)

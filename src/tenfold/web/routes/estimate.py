@@ -2,7 +2,8 @@
 
 A plan that cannot run is an answer (200, `feasible` false, the reason), not an error: the estimates
 return it so, and an `Infeasible` raised on the way is answered the same. Input the model rejects
-(a ValueError) is a 422.
+(a ValueError) is a 422. Every answer states its `assumptions` (schemas.py: the fields that change the
+answer, each with whether the request left it to the default).
 """
 
 from __future__ import annotations
@@ -27,9 +28,15 @@ from tenfold.web.schemas import InferEstimateRequest, TrainEstimateRequest
 router = APIRouter()
 
 
-def infeasible(exc: Infeasible) -> JSONResponse:
+def infeasible(exc: Infeasible, req: TrainEstimateRequest | InferEstimateRequest) -> JSONResponse:
     """The answer for a plan that cannot run: 200, feasible false, the reason, no charts."""
-    return json_response({"result": {"feasible": False, "reason": str(exc)}, "charts": []})
+    return json_response(
+        {
+            "result": {"feasible": False, "reason": str(exc)},
+            "assumptions": req.assumptions(),
+            "charts": [],
+        }
+    )
 
 
 @router.post("/api/estimate/train")
@@ -57,13 +64,15 @@ def estimate_train(req: TrainEstimateRequest) -> JSONResponse:
             software=req.software,
         )
     except Infeasible as exc:
-        return infeasible(exc)
+        return infeasible(exc, req)
     except ValueError as exc:
         return bad_input(str(exc))
     charts = []
     if e.breakdown is not None:
         charts = [training_breakdown_chart([e]), training_memory_chart([e])]
-    return json_response({"result": e.to_dict(), "charts": [c.to_dict() for c in charts]})
+    return json_response(
+        {"result": e.to_dict(), "assumptions": req.assumptions(), "charts": [c.to_dict() for c in charts]}
+    )
 
 
 @router.post("/api/estimate/infer")
@@ -81,7 +90,7 @@ def estimate_infer(req: InferEstimateRequest) -> JSONResponse:
         e = estimate_inference(req.model, req.gpu, dep, concurrency=req.concurrency or None, **kw)
         curve = inference_curve(req.model, req.gpu, dep, **kw) if req.curve and e.feasible else None
     except Infeasible as exc:
-        return infeasible(exc)
+        return infeasible(exc, req)
     except ValueError as exc:
         return bad_input(str(exc))
     charts = []
@@ -89,7 +98,7 @@ def estimate_infer(req: InferEstimateRequest) -> JSONResponse:
         charts = [inference_breakdown_chart([e]), inference_memory_chart([e])]
     if curve is not None:
         charts.append(inference_curve_chart([curve]))
-    out = {"result": e.to_dict(), "charts": [c.to_dict() for c in charts]}
+    out = {"result": e.to_dict(), "assumptions": req.assumptions(), "charts": [c.to_dict() for c in charts]}
     if curve is not None:
         out["curve"] = curve.to_dict()
     return json_response(out)

@@ -40,6 +40,7 @@ def search_train(req: SearchRequest, request: Request) -> JSONResponse:
             max_vp=req.max_vp,
             progress=time_limit(state.limits.time_limit_s),
         )
-        return json_response({"result": r.to_dict(), "charts": [c.to_dict() for c in search_charts(r)]})
+        charts = [c.to_dict() for c in search_charts(r)]
+        return json_response({"result": r.to_dict(), "assumptions": req.assumptions(), "charts": charts})
 
     return run_heavy(state, work)
