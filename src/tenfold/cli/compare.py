@@ -13,11 +13,18 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json, writable_file
 from tenfold.cost.compare import compare_default, compare_training
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.results import Comparison, ComparisonSet
-from tenfold.cost.workloads import DEFAULT_GPUS, CostSettings, ServingWorkload, TrainingWorkload
+from tenfold.cost.workloads import (
+    DEFAULT_GPUS,
+    CostSettings,
+    ServingWorkload,
+    TrainingWorkload,
+    parse_count,
+)
+from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, TRAINING
 from tenfold.perf.errors import Infeasible
 from tenfold.report.compare import comparison_rows
 
@@ -26,22 +33,6 @@ PRICE_OPTION = typer.Option([], "--price", help="GPU:KEY=VALUE (gb200:reserved_u
 REPORT_OPTION = typer.Option(
     None, "--report", help="write a self-contained HTML report (tables, charts, tornado) to this file"
 )
-SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-
-
-def parse_count(text: str) -> float:
-    """'15.6T', '300B', '2e12' -> a number (K, M, B/G, T suffixes)."""
-    t = text.strip().lower().replace(",", "").replace("_", "")
-    scale = 1.0
-    if t and t[-1] in SUFFIX:
-        scale, t = SUFFIX[t[-1]], t[:-1]
-    try:
-        v = float(t) * scale
-    except ValueError:
-        raise ValueError(f"not a count: {text!r} (use e.g. 15.6T, 300B or 2e12)") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"count must be a positive number, got {text!r}")
-    return v
 
 
 def parse_pairs(items: list[str], what: str) -> dict[str, float]:
@@ -52,9 +43,12 @@ def parse_pairs(items: list[str], what: str) -> dict[str, float]:
         if not sep:
             raise ValueError(f"{what} wants KEY=VALUE, got {item!r}")
         try:
-            out[key.strip()] = float(value)
+            v = float(value)
         except ValueError:
             raise ValueError(f"{what} {key.strip()}: not a number: {value!r}") from None
+        if not math.isfinite(v):
+            raise ValueError(f"{what} {key.strip()}: must be a finite number, got {value!r}")
+        out[key.strip()] = v
     return out
 
 
@@ -123,8 +117,10 @@ def compare(
     tokens: str = typer.Option("", help="training tokens (15.6T, 300B, 2e12)"),
     num_gpus: int = typer.Option(0, "--num-gpus", "-n", help="fixed GPU count for every GPU type"),
     deadline_days: float = typer.Option(0.0, "--deadline-days", help="fewest GPUs that finish in time"),
-    seq_len: int = typer.Option(8192, "--seq-len", help="tokens per sequence (training)"),
-    global_batch: int = typer.Option(2048, "--global-batch", help="sequences per step (training)"),
+    seq_len: int = typer.Option(TRAINING.seq_len, "--seq-len", help="tokens per sequence (training)"),
+    global_batch: int = typer.Option(
+        TRAINING.global_batch, "--global-batch", help="sequences per step (training)"
+    ),
     serve: bool = typer.Option(False, "--serve", help="compare a serving load instead of training"),
     input_len: int = typer.Option(1024, "--input-len", help="prompt tokens per request (serving)"),
     output_len: int = typer.Option(1024, "--output-len", help="output tokens per request (serving)"),
@@ -156,7 +152,15 @@ def compare(
 
     Exit codes: 0 ok, 1 no GPU has a plan, 2 bad input.
     """
-    console = Console(width=max(Console().width, 112))  # the table needs ~105 columns
+    console = Console()
+    if report is not None:
+        writable_file("--report", report)
+    check_range("--num-gpus", num_gpus, 0, MAX_GPUS)
+    check_range("--deadline-days", deadline_days, 0)
+    check_range("--seq-len", seq_len, 1, MAX_SEQ)
+    check_range("--global-batch", global_batch, 1, MAX_BATCH)
+    if serve and (tokens or num_gpus or deadline_days):
+        raise fail("--tokens, --num-gpus and --deadline-days are for training; --serve sizes by --demand")
     try:
         settings = CostSettings(
             rent_basis=rent_basis,
@@ -165,6 +169,7 @@ def compare(
             per_gpu=parse_prices(price),
         )
         gpu_list = [g.strip() for g in gpus.split(",") if g.strip()]
+        settings.check_gpus(gpu_list)
         prec = tuple(p.strip() for p in precisions.split(",") if p.strip()) or None
         common = dict(precisions=prec, baseline=baseline or None, settings=settings)
         if not model:
