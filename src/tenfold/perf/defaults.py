@@ -54,6 +54,9 @@ MAX_COMPARE_GPUS = 6
 """GPU types in one comparison (web API)."""
 MAX_DEADLINE_GPUS = 4_096
 """Largest count a deadline comparison of the web API tries."""
+MAX_VP = 64
+"""Virtual pipeline stages per rank (each holds at least one layer; no catalog model has more layers per
+pipeline rank)."""
 MAX_SEQ = 1 << 20
 """Tokens per sequence."""
 MAX_BATCH = 1 << 20
