@@ -40,6 +40,7 @@ from tenfold.cost.workloads import (
     precisions_for,
     training_days,
 )
+from tenfold.perf.defaults import MAX_GPUS
 from tenfold.perf.specs.catalog import read_toml
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 
@@ -60,8 +61,10 @@ class Pool:
     usd_per_gpu_hour: float | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.count, int) or self.count < 1:
-            raise ValueError(f"pool {self.name}: count must be an integer >= 1, got {self.count!r}")
+        if not isinstance(self.count, int) or not 1 <= self.count <= MAX_GPUS:
+            raise ValueError(
+                f"pool {self.name}: count must be an integer 1 to {MAX_GPUS:,}, got {self.count!r}"
+            )
         if self.basis not in BASES:
             raise ValueError(f"pool {self.name}: basis {self.basis!r} not in {BASES}")
         if self.usd_per_gpu_hour is not None and not self.usd_per_gpu_hour >= 0:
