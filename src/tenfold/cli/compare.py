@@ -63,20 +63,32 @@ def parse_prices(items: list[str]) -> dict[str, dict[str, float]]:
     return out
 
 
-def comparison_table(c: Comparison) -> Table:
-    """The side-by-side table of one comparison (the report's cells, `comparison_rows`, without the plan
-    column: the plans are printed under the table); headers wrap at spaces to keep it narrow."""
+def comparison_tables(c: Comparison) -> list[Table]:
+    """The side-by-side numbers of one comparison (the report's cells, `comparison_rows`) as two tables that
+    fit 80 columns: time (GPUs, days, MFU or tok/s, GPU-hours, speedup) and money (rent, own, energy, carbon,
+    cost ratios). The plans are printed under them; numbers fold rather than being cut."""
     columns, rows = comparison_rows(c)
-    t = Table(title=c.title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
-    for i, col in enumerate(columns[:-1]):
-        t.add_column(col.replace(" ", "\n"), justify="left" if i < 2 else "right", no_wrap=True)
-    for r in rows:
-        t.add_row(*r[:-1])
-    return t
+    money = ("rent $M", "own $M", "MWh", "tCO2", "rent cost", "own cost", "$/M tok (rent)")
+    groups = (
+        ("time", [i for i, col in enumerate(columns[:-1]) if col not in money]),
+        ("money", [0] + [i for i, col in enumerate(columns) if col in money]),
+    )
+    tables = []
+    for name, idx in groups:
+        title = c.title if name == "time" else f"money, energy and carbon ({c.settings.rent_basis} rent)"
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+        for i in idx:
+            col = columns[i]
+            t.add_column(col.replace(" ", "\n"), justify="left" if i < 2 else "right", overflow="fold")
+        for r in rows:
+            t.add_row(*(r[i] for i in idx))
+        tables.append(t)
+    return tables
 
 
 def print_comparison(c: Comparison, console: Console, tornado: bool = False) -> None:
-    console.print(comparison_table(c))
+    for t in comparison_tables(c):
+        console.print(t)
     for d in c.summary():
         if d["feasible"]:
             console.print(f"  {d['hardware']}: {d['plan']}", style="dim")

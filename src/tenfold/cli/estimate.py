@@ -192,7 +192,7 @@ def estimate_tables(e: TrainingEstimate) -> list[Table]:
         f"MFU ({e.precision} peak)",
         "feasible",
     ):
-        head.add_column(col, justify="right")
+        head.add_column(col.replace(" ", "\n"), justify="right", overflow="fold")
     head.add_row(
         fmt_number(e.step_time_s, ".3f"),
         fmt_number(e.tokens_per_s_per_gpu, ",.0f"),
@@ -245,32 +245,24 @@ def inference_tables(e: InferenceEstimate) -> list[Table]:
         f"(GEMM inputs {e.activations}, attention {e.attention_precision}), KV {e.kv_precision}, "
         f"{e.engine}, ISL {e.input_len} / OSL {e.output_len}"
     )
-    cols = (
-        "concurrency",
-        "batch/rank",
-        "TTFT ms",
-        "TPOT ms",
-        "out tok/s/GPU",
-        "in+out tok/s/GPU",
-        "out tok/s/user",
-        "$/M out tok",
-        "$/M in+out tok",
-        "feasible",
-    )
-    for col in cols:
-        head.add_column(col, justify="right")
-    head.add_row(
-        str(e.concurrency),
-        f"{e.batch_per_rank} of {e.capacity // max(e.deployment.dp, 1)}" if e.feasible else "-",
-        fmt_number(e.ttft_s * 1e3, ",.1f"),
-        fmt_number(e.tpot_s * 1e3, ".2f"),
-        fmt_number(e.output_tokens_per_s_per_gpu, ",.0f"),
-        fmt_number(e.total_tokens_per_s_per_gpu, ",.0f"),
-        fmt_number(e.output_tokens_per_s_per_user, ",.1f"),
-        fmt_number(e.usd_per_m_output_tokens, ".3f"),
-        fmt_number(e.usd_per_m_total_tokens, ".3f"),
-        f"yes (batch limit: {e.limited_by})" if e.feasible else f"[red]no[/red]: {e.reason}",
-    )
+    head.add_column("metric")
+    head.add_column("value", justify="right", overflow="fold")
+    for label, value in (  # one row per metric: fits 80 columns, numbers never cut
+        ("concurrency (requests in flight)", str(e.concurrency)),
+        (
+            "batch per rank",
+            f"{e.batch_per_rank} of {e.capacity // max(e.deployment.dp, 1)}" if e.feasible else "-",
+        ),
+        ("TTFT ms", fmt_number(e.ttft_s * 1e3, ",.1f")),
+        ("TPOT ms", fmt_number(e.tpot_s * 1e3, ".2f")),
+        ("output tok/s per GPU", fmt_number(e.output_tokens_per_s_per_gpu, ",.0f")),
+        ("input+output tok/s per GPU", fmt_number(e.total_tokens_per_s_per_gpu, ",.0f")),
+        ("output tok/s per user", fmt_number(e.output_tokens_per_s_per_user, ",.1f")),
+        ("$ per M output tokens", fmt_number(e.usd_per_m_output_tokens, ".3f")),
+        ("$ per M input+output tokens", fmt_number(e.usd_per_m_total_tokens, ".3f")),
+        ("feasible", f"yes (batch limit: {e.limited_by})" if e.feasible else f"[red]no[/red]: {e.reason}"),
+    ):
+        head.add_row(label, value)
     tables = [head]
     if e.breakdown is not None:
         bd = Table(title="one engine step on one GPU (decode + prefill tokens)")

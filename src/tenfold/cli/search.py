@@ -92,7 +92,9 @@ def train(
             "bubble",
             "mem GiB",
         ):
-            t.add_column(col, justify="left" if col == "layout" else "right")
+            t.add_column(
+                col.replace(" ", "\n"), justify="left" if col == "layout" else "right", overflow="fold"
+            )
         for i, e in enumerate(result.top, 1):
             b = e.breakdown
             comm = b.tp_s + b.cp_s + b.ep_s + b.pp_s + b.fsdp_s + b.dp_s
