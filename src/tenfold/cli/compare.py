@@ -124,6 +124,28 @@ def tornado_table(name: str, tor) -> Table:
     return t
 
 
+def check_inputs(
+    report: Path | None,
+    num_gpus: int,
+    deadline_days: float,
+    seq_len: int,
+    global_batch: int,
+    *,
+    serve: bool,
+    tokens: str,
+) -> None:
+    """The checks that need no model, before any work: the report path, the work bounds, training-only
+    flags under --serve (exit 2 naming the flag)."""
+    if report is not None:
+        writable_file("--report", report)
+    check_range("--num-gpus", num_gpus, 0, MAX_GPUS)
+    check_range("--deadline-days", deadline_days, 0)
+    check_range("--seq-len", seq_len, 1, MAX_SEQ)
+    check_range("--global-batch", global_batch, 1, MAX_BATCH)
+    if serve and (tokens or num_gpus or deadline_days):
+        raise fail("--tokens, --num-gpus and --deadline-days are for training; --serve sizes by --demand")
+
+
 def compare(
     model: str = typer.Option("", "--model", "-m", help="catalog model; empty: the embedded default"),
     tokens: str = typer.Option("", help="training tokens (15.6T, 300B, 2e12)"),
@@ -165,14 +187,7 @@ def compare(
     Exit codes: 0 ok, 1 no GPU has a plan, 2 bad input.
     """
     console = Console()
-    if report is not None:
-        writable_file("--report", report)
-    check_range("--num-gpus", num_gpus, 0, MAX_GPUS)
-    check_range("--deadline-days", deadline_days, 0)
-    check_range("--seq-len", seq_len, 1, MAX_SEQ)
-    check_range("--global-batch", global_batch, 1, MAX_BATCH)
-    if serve and (tokens or num_gpus or deadline_days):
-        raise fail("--tokens, --num-gpus and --deadline-days are for training; --serve sizes by --demand")
+    check_inputs(report, num_gpus, deadline_days, seq_len, global_batch, serve=serve, tokens=tokens)
     try:
         settings = CostSettings(
             rent_basis=rent_basis,
