@@ -146,6 +146,38 @@ def check_inputs(
         raise fail("--tokens, --num-gpus and --deadline-days are for training; --serve sizes by --demand")
 
 
+def run_job(job, gpu_list, num_gpus, deadline_days, common, *, as_json: bool) -> Comparison | ComparisonSet:
+    """Run the comparison `job` (kind, workload) with a progress bar on stderr (none under --json)."""
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=as_json,
+    ) as bar:
+        task = bar.add_task("searching layouts", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        if job[0] == "default":
+            result: Comparison | ComparisonSet = compare_default(gpu_list, progress=progress, **common)
+        elif job[0] == "serving":
+            result = compare_serving(job[1], gpu_list, progress=progress, **common)
+        else:
+            result = compare_training(
+                job[1],
+                gpu_list,
+                num_gpus=num_gpus or None,
+                deadline_days=deadline_days or None,
+                progress=progress,
+                **common,
+            )
+    return result
+
+
 def compare(
     model: str = typer.Option("", "--model", "-m", help="catalog model; empty: the embedded default"),
     tokens: str = typer.Option("", help="training tokens (15.6T, 300B, 2e12)"),
@@ -223,33 +255,7 @@ def compare(
                 model=model, tokens=parse_count(tokens), seq_len=seq_len, global_batch=global_batch
             )
             job = ("training", w)
-        with Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=True,
-            disable=as_json,
-        ) as bar:
-            task = bar.add_task("searching layouts", total=None)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
-            if job[0] == "default":
-                result: Comparison | ComparisonSet = compare_default(gpu_list, progress=progress, **common)
-            elif job[0] == "serving":
-                result = compare_serving(job[1], gpu_list, progress=progress, **common)
-            else:
-                result = compare_training(
-                    job[1],
-                    gpu_list,
-                    num_gpus=num_gpus or None,
-                    deadline_days=deadline_days or None,
-                    progress=progress,
-                    **common,
-                )
+        result = run_job(job, gpu_list, num_gpus, deadline_days, common, as_json=as_json)
     except ValueError as exc:
         raise fail(str(exc)) from exc
     except Infeasible as exc:  # the serving search found nothing that runs
