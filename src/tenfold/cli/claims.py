@@ -89,7 +89,7 @@ def claims(
 
     Example: tenfold claims --json > claims.json
     """
-    console = Console(width=max(Console().width, 120))
+    console = Console()
     with Progress(
         TextColumn("checking claims"),
         BarColumn(),

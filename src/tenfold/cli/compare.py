@@ -13,11 +13,18 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json, writable_file
 from tenfold.cost.compare import compare_default, compare_training
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.results import Comparison, ComparisonSet
-from tenfold.cost.workloads import DEFAULT_GPUS, CostSettings, ServingWorkload, TrainingWorkload
+from tenfold.cost.workloads import (
+    DEFAULT_GPUS,
+    CostSettings,
+    ServingWorkload,
+    TrainingWorkload,
+    parse_count,
+)
+from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, TRAINING
 from tenfold.perf.errors import Infeasible
 from tenfold.report.compare import comparison_rows
 
@@ -26,22 +33,6 @@ PRICE_OPTION = typer.Option([], "--price", help="GPU:KEY=VALUE (gb200:reserved_u
 REPORT_OPTION = typer.Option(
     None, "--report", help="write a self-contained HTML report (tables, charts, tornado) to this file"
 )
-SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-
-
-def parse_count(text: str) -> float:
-    """'15.6T', '300B', '2e12' -> a number (K, M, B/G, T suffixes)."""
-    t = text.strip().lower().replace(",", "").replace("_", "")
-    scale = 1.0
-    if t and t[-1] in SUFFIX:
-        scale, t = SUFFIX[t[-1]], t[:-1]
-    try:
-        v = float(t) * scale
-    except ValueError:
-        raise ValueError(f"not a count: {text!r} (use e.g. 15.6T, 300B or 2e12)") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"count must be a positive number, got {text!r}")
-    return v
 
 
 def parse_pairs(items: list[str], what: str) -> dict[str, float]:
@@ -52,9 +43,12 @@ def parse_pairs(items: list[str], what: str) -> dict[str, float]:
         if not sep:
             raise ValueError(f"{what} wants KEY=VALUE, got {item!r}")
         try:
-            out[key.strip()] = float(value)
+            v = float(value)
         except ValueError:
             raise ValueError(f"{what} {key.strip()}: not a number: {value!r}") from None
+        if not math.isfinite(v):
+            raise ValueError(f"{what} {key.strip()}: must be a finite number, got {value!r}")
+        out[key.strip()] = v
     return out
 
 
@@ -69,20 +63,32 @@ def parse_prices(items: list[str]) -> dict[str, dict[str, float]]:
     return out
 
 
-def comparison_table(c: Comparison) -> Table:
-    """The side-by-side table of one comparison (the report's cells, `comparison_rows`, without the plan
-    column: the plans are printed under the table); headers wrap at spaces to keep it narrow."""
+def comparison_tables(c: Comparison) -> list[Table]:
+    """The side-by-side numbers of one comparison (the report's cells, `comparison_rows`) as two tables that
+    fit 80 columns: time (GPUs, days, MFU or tok/s, GPU-hours, speedup) and money (rent, own, energy, carbon,
+    cost ratios). The plans are printed under them; numbers fold rather than being cut."""
     columns, rows = comparison_rows(c)
-    t = Table(title=c.title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
-    for i, col in enumerate(columns[:-1]):
-        t.add_column(col.replace(" ", "\n"), justify="left" if i < 2 else "right", no_wrap=True)
-    for r in rows:
-        t.add_row(*r[:-1])
-    return t
+    money = ("rent $M", "own $M", "MWh", "tCO2", "rent cost", "own cost", "$/M tok (rent)")
+    groups = (
+        ("time", [i for i, col in enumerate(columns[:-1]) if col not in money]),
+        ("money", [0] + [i for i, col in enumerate(columns) if col in money]),
+    )
+    tables = []
+    for name, idx in groups:
+        title = c.title if name == "time" else f"money, energy and carbon ({c.settings.rent_basis} rent)"
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+        for i in idx:
+            col = columns[i]
+            t.add_column(col.replace(" ", "\n"), justify="left" if i < 2 else "right", overflow="fold")
+        for r in rows:
+            t.add_row(*(r[i] for i in idx))
+        tables.append(t)
+    return tables
 
 
 def print_comparison(c: Comparison, console: Console, tornado: bool = False) -> None:
-    console.print(comparison_table(c))
+    for t in comparison_tables(c):
+        console.print(t)
     for d in c.summary():
         if d["feasible"]:
             console.print(f"  {d['hardware']}: {d['plan']}", style="dim")
@@ -118,13 +124,69 @@ def tornado_table(name: str, tor) -> Table:
     return t
 
 
+def check_inputs(
+    report: Path | None,
+    num_gpus: int,
+    deadline_days: float,
+    seq_len: int,
+    global_batch: int,
+    *,
+    serve: bool,
+    tokens: str,
+) -> None:
+    """The checks that need no model, before any work: the report path, the work bounds, training-only
+    flags under --serve (exit 2 naming the flag)."""
+    if report is not None:
+        writable_file("--report", report)
+    check_range("--num-gpus", num_gpus, 0, MAX_GPUS)
+    check_range("--deadline-days", deadline_days, 0)
+    check_range("--seq-len", seq_len, 1, MAX_SEQ)
+    check_range("--global-batch", global_batch, 1, MAX_BATCH)
+    if serve and (tokens or num_gpus or deadline_days):
+        raise fail("--tokens, --num-gpus and --deadline-days are for training; --serve sizes by --demand")
+
+
+def run_job(job, gpu_list, num_gpus, deadline_days, common, *, as_json: bool) -> Comparison | ComparisonSet:
+    """Run the comparison `job` (kind, workload) with a progress bar on stderr (none under --json)."""
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=as_json,
+    ) as bar:
+        task = bar.add_task("searching layouts", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        if job[0] == "default":
+            result: Comparison | ComparisonSet = compare_default(gpu_list, progress=progress, **common)
+        elif job[0] == "serving":
+            result = compare_serving(job[1], gpu_list, progress=progress, **common)
+        else:
+            result = compare_training(
+                job[1],
+                gpu_list,
+                num_gpus=num_gpus or None,
+                deadline_days=deadline_days or None,
+                progress=progress,
+                **common,
+            )
+    return result
+
+
 def compare(
     model: str = typer.Option("", "--model", "-m", help="catalog model; empty: the embedded default"),
     tokens: str = typer.Option("", help="training tokens (15.6T, 300B, 2e12)"),
     num_gpus: int = typer.Option(0, "--num-gpus", "-n", help="fixed GPU count for every GPU type"),
     deadline_days: float = typer.Option(0.0, "--deadline-days", help="fewest GPUs that finish in time"),
-    seq_len: int = typer.Option(8192, "--seq-len", help="tokens per sequence (training)"),
-    global_batch: int = typer.Option(2048, "--global-batch", help="sequences per step (training)"),
+    seq_len: int = typer.Option(TRAINING.seq_len, "--seq-len", help="tokens per sequence (training)"),
+    global_batch: int = typer.Option(
+        TRAINING.global_batch, "--global-batch", help="sequences per step (training)"
+    ),
     serve: bool = typer.Option(False, "--serve", help="compare a serving load instead of training"),
     input_len: int = typer.Option(1024, "--input-len", help="prompt tokens per request (serving)"),
     output_len: int = typer.Option(1024, "--output-len", help="output tokens per request (serving)"),
@@ -156,7 +218,8 @@ def compare(
 
     Exit codes: 0 ok, 1 no GPU has a plan, 2 bad input.
     """
-    console = Console(width=max(Console().width, 112))  # the table needs ~105 columns
+    console = Console()
+    check_inputs(report, num_gpus, deadline_days, seq_len, global_batch, serve=serve, tokens=tokens)
     try:
         settings = CostSettings(
             rent_basis=rent_basis,
@@ -165,6 +228,7 @@ def compare(
             per_gpu=parse_prices(price),
         )
         gpu_list = [g.strip() for g in gpus.split(",") if g.strip()]
+        settings.check_gpus(gpu_list)
         prec = tuple(p.strip() for p in precisions.split(",") if p.strip()) or None
         common = dict(precisions=prec, baseline=baseline or None, settings=settings)
         if not model:
@@ -191,33 +255,7 @@ def compare(
                 model=model, tokens=parse_count(tokens), seq_len=seq_len, global_batch=global_batch
             )
             job = ("training", w)
-        with Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=True,
-            disable=as_json,
-        ) as bar:
-            task = bar.add_task("searching layouts", total=None)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
-            if job[0] == "default":
-                result: Comparison | ComparisonSet = compare_default(gpu_list, progress=progress, **common)
-            elif job[0] == "serving":
-                result = compare_serving(job[1], gpu_list, progress=progress, **common)
-            else:
-                result = compare_training(
-                    job[1],
-                    gpu_list,
-                    num_gpus=num_gpus or None,
-                    deadline_days=deadline_days or None,
-                    progress=progress,
-                    **common,
-                )
+        result = run_job(job, gpu_list, num_gpus, deadline_days, common, as_json=as_json)
     except ValueError as exc:
         raise fail(str(exc)) from exc
     except Infeasible as exc:  # the serving search found nothing that runs

@@ -6,8 +6,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json
 from tenfold.perf import Deployment, estimate_inference, inference_curve
+from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, MAX_VP, TRAINING
 from tenfold.perf.errors import Infeasible
 from tenfold.perf.serving.results import InferenceCurve, InferenceEstimate
 from tenfold.perf.training.estimate import TrainingEstimate, estimate_training
@@ -28,8 +29,10 @@ def train(
     gpu: str = typer.Option(
         ..., "--gpu", "-g", help="catalog accelerator (h100-sxm, gb200, ...) or a TOML file"
     ),
-    seq_len: int = typer.Option(..., "--seq-len", help="tokens per sequence"),
-    global_batch: int = typer.Option(..., "--global-batch", help="sequences per optimizer step"),
+    seq_len: int = typer.Option(TRAINING.seq_len, "--seq-len", help="tokens per sequence"),
+    global_batch: int = typer.Option(
+        TRAINING.global_batch, "--global-batch", help="sequences per optimizer step"
+    ),
     tp: int = typer.Option(1, help="tensor parallel"),
     pp: int = typer.Option(1, help="pipeline parallel"),
     dp: int = typer.Option(0, help="data parallel (0: num-gpus / (tp·pp·cp))"),
@@ -40,8 +43,8 @@ def train(
     recompute: str = typer.Option("none", help="none | selective | full"),
     zero: int = typer.Option(-1, help="ZeRO stage 0-3 (3 = FSDP); -1: the software's default"),
     num_gpus: int = typer.Option(0, "--num-gpus", help="cluster size (checked against the layout)"),
-    precision: str = typer.Option("bf16", help="bf16 | fp16 | fp8 | mxfp8 | nvfp4"),
-    software: str = typer.Option("megatron-core", help="software stack preset"),
+    precision: str = typer.Option(TRAINING.precision, help="bf16 | fp16 | fp8 | mxfp8 | nvfp4"),
+    software: str = typer.Option(TRAINING.software, help="software stack preset"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Estimate one training plan: step time with breakdown, tokens/s/GPU, MFU, memory per GPU.
@@ -51,6 +54,14 @@ def train(
 
     Exit codes: 0 feasible, 1 infeasible (the reason is printed), 2 bad input.
     """
+    for flag, v in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--micro-batch", micro_batch)):
+        check_range(flag, v, 1, MAX_GPUS)
+    check_range("--vp", vp, 1, MAX_VP)
+    check_range("--dp", dp, 0, MAX_GPUS)
+    check_range("--num-gpus", num_gpus, 0, MAX_GPUS)
+    check_range("--zero", zero, -1, 3)
+    check_range("--seq-len", seq_len, 1, MAX_SEQ)
+    check_range("--global-batch", global_batch, 1, MAX_BATCH)
     try:
         if dp == 0:
             if not num_gpus or num_gpus % (tp * pp * cp):
@@ -122,6 +133,15 @@ def infer(
 
     Exit codes: 0 feasible, 1 infeasible (the reason is printed with its numbers), 2 bad input.
     """
+    check_range("--input-len", input_len, 1, MAX_SEQ)
+    check_range("--output-len", output_len, 1, MAX_SEQ)
+    check_range("--concurrency", concurrency, 0)
+    for flag, v in (("--tp", tp), ("--dp", dp), ("--ep", ep)):
+        check_range(flag, v, 1, MAX_GPUS)
+    check_range("--draft-tokens", draft_tokens, 0)
+    check_range("--accepted-tokens", accepted_tokens, 0)
+    if usd_per_gpu_hour != -1.0:
+        check_range("--usd-per-gpu-hour", usd_per_gpu_hour, 0)
     kw = dict(
         input_len=input_len,
         output_len=output_len,
@@ -172,7 +192,7 @@ def estimate_tables(e: TrainingEstimate) -> list[Table]:
         f"MFU ({e.precision} peak)",
         "feasible",
     ):
-        head.add_column(col, justify="right")
+        head.add_column(col.replace(" ", "\n"), justify="right", overflow="fold")
     head.add_row(
         fmt_number(e.step_time_s, ".3f"),
         fmt_number(e.tokens_per_s_per_gpu, ",.0f"),
@@ -225,32 +245,24 @@ def inference_tables(e: InferenceEstimate) -> list[Table]:
         f"(GEMM inputs {e.activations}, attention {e.attention_precision}), KV {e.kv_precision}, "
         f"{e.engine}, ISL {e.input_len} / OSL {e.output_len}"
     )
-    cols = (
-        "concurrency",
-        "batch/rank",
-        "TTFT ms",
-        "TPOT ms",
-        "out tok/s/GPU",
-        "in+out tok/s/GPU",
-        "out tok/s/user",
-        "$/M out tok",
-        "$/M in+out tok",
-        "feasible",
-    )
-    for col in cols:
-        head.add_column(col, justify="right")
-    head.add_row(
-        str(e.concurrency),
-        f"{e.batch_per_rank} of {e.capacity // max(e.deployment.dp, 1)}" if e.feasible else "-",
-        fmt_number(e.ttft_s * 1e3, ",.1f"),
-        fmt_number(e.tpot_s * 1e3, ".2f"),
-        fmt_number(e.output_tokens_per_s_per_gpu, ",.0f"),
-        fmt_number(e.total_tokens_per_s_per_gpu, ",.0f"),
-        fmt_number(e.output_tokens_per_s_per_user, ",.1f"),
-        fmt_number(e.usd_per_m_output_tokens, ".3f"),
-        fmt_number(e.usd_per_m_total_tokens, ".3f"),
-        f"yes (batch limit: {e.limited_by})" if e.feasible else f"[red]no[/red]: {e.reason}",
-    )
+    head.add_column("metric")
+    head.add_column("value", justify="right", overflow="fold")
+    for label, value in (  # one row per metric: fits 80 columns, numbers never cut
+        ("concurrency (requests in flight)", str(e.concurrency)),
+        (
+            "batch per rank",
+            f"{e.batch_per_rank} of {e.capacity // max(e.deployment.dp, 1)}" if e.feasible else "-",
+        ),
+        ("TTFT ms", fmt_number(e.ttft_s * 1e3, ",.1f")),
+        ("TPOT ms", fmt_number(e.tpot_s * 1e3, ".2f")),
+        ("output tok/s per GPU", fmt_number(e.output_tokens_per_s_per_gpu, ",.0f")),
+        ("input+output tok/s per GPU", fmt_number(e.total_tokens_per_s_per_gpu, ",.0f")),
+        ("output tok/s per user", fmt_number(e.output_tokens_per_s_per_user, ",.1f")),
+        ("$ per M output tokens", fmt_number(e.usd_per_m_output_tokens, ".3f")),
+        ("$ per M input+output tokens", fmt_number(e.usd_per_m_total_tokens, ".3f")),
+        ("feasible", f"yes (batch limit: {e.limited_by})" if e.feasible else f"[red]no[/red]: {e.reason}"),
+    ):
+        head.add_row(label, value)
     tables = [head]
     if e.breakdown is not None:
         bd = Table(title="one engine step on one GPU (decode + prefill tokens)")

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json, readable_file
 from tenfold.cost.fleet import FleetPlan, Plan, load_fleet, plan_fleet
 from tenfold.perf.errors import Infeasible
 
@@ -71,7 +71,8 @@ def plan(
 
     Exit codes: 0 planned, 1 infeasible (the failing constraint is printed), 2 bad input.
     """
-    console = Console(width=max(Console().width, 120))
+    console = Console()
+    readable_file("FILE", file)
     try:
         spec = load_fleet(file)
         if objective:
@@ -88,7 +89,7 @@ def plan(
             task = bar.add_task("fleet", total=None)
             result = plan_fleet(spec, progress=lambda d, t: bar.update(task, completed=d, total=t))
     except (ValueError, OSError) as exc:
-        raise fail(str(exc)) from exc
+        raise fail(f"{file}: {exc}") from exc
     except Infeasible as exc:  # the serving search found nothing that runs
         raise fail(f"infeasible: {exc}", EXIT_INFEASIBLE) from exc
     if as_json:

@@ -26,11 +26,27 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text is plain: [[pool]] and [[job]] stay as written
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"tenfold {version('tenfold')}")
+        except PackageNotFoundError:
+            typer.echo("tenfold (not installed; run from source)")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
     """tenfold: Blackwell numerics you can run today, and planning you can trust."""
 
 

@@ -8,7 +8,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json
+from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, MAX_VP, TRAINING
 from tenfold.perf.errors import Infeasible
 from tenfold.perf.specs.models import load_model
 from tenfold.perf.training.export import FRAMEWORKS, export_plan
@@ -27,12 +28,14 @@ def train(
     model: str = typer.Option(..., "--model", "-m", help="catalog model or a TOML file"),
     gpu: str = typer.Option(..., "--gpu", "-g", help="catalog accelerator or a TOML file"),
     num_gpus: int = typer.Option(..., "--num-gpus", "-n", help="GPUs in the cluster"),
-    seq_len: int = typer.Option(..., "--seq-len", help="tokens per sequence"),
-    global_batch: int = typer.Option(..., "--global-batch", help="sequences per optimizer step"),
-    precision: str = typer.Option("bf16", help="bf16 | fp16 | fp8 | mxfp8 | nvfp4"),
-    software: str = typer.Option("megatron-core", help="software stack preset"),
+    seq_len: int = typer.Option(TRAINING.seq_len, "--seq-len", help="tokens per sequence"),
+    global_batch: int = typer.Option(
+        TRAINING.global_batch, "--global-batch", help="sequences per optimizer step"
+    ),
+    precision: str = typer.Option(TRAINING.precision, help="bf16 | fp16 | fp8 | mxfp8 | nvfp4"),
+    software: str = typer.Option(TRAINING.software, help="software stack preset"),
     top: int = typer.Option(5, help="how many plans to show"),
-    max_vp: int = typer.Option(8, "--max-vp", help="largest virtual-pipeline depth tried"),
+    max_vp: int = typer.Option(TRAINING.max_vp, "--max-vp", help="largest virtual-pipeline depth tried"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
     export: str = typer.Option(
         "", "--export", help="print the best plan's launch arguments: megatron|nemo|torchtitan"
@@ -48,6 +51,11 @@ def train(
 
     Exit codes: 0 found a plan, 1 no plan fits, 2 bad input.
     """
+    check_range("--num-gpus", num_gpus, 1, MAX_GPUS)
+    check_range("--seq-len", seq_len, 1, MAX_SEQ)
+    check_range("--global-batch", global_batch, 1, MAX_BATCH)
+    check_range("--top", top, 1)
+    check_range("--max-vp", max_vp, 1, MAX_VP)
     console = Console(stderr=True)
     try:
         if export and export not in FRAMEWORKS:
@@ -104,7 +112,9 @@ def train(
             "bubble",
             "mem GiB",
         ):
-            t.add_column(col, justify="left" if col == "layout" else "right")
+            t.add_column(
+                col.replace(" ", "\n"), justify="left" if col == "layout" else "right", overflow="fold"
+            )
         for i, e in enumerate(result.top, 1):
             b = e.breakdown
             comm = b.tp_s + b.cp_s + b.ep_s + b.pp_s + b.fsdp_s + b.dp_s

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tenfold.cli.output import fail, print_json
+from tenfold.cli.output import fail, print_json, readable_file
 from tenfold.perf.validation import serving as vi
 from tenfold.perf.validation.training import ValidationReport, default_runs_path, validate_training
 
@@ -32,13 +32,12 @@ def training(
 
     Example: tenfold validate training --runs src/tenfold/data/validation/training_runs.csv --json
     """
-    path = Path(runs) if runs else default_runs_path()
-    if not path.exists():
-        raise fail(f"no such file: {path}")
+    path = readable_file("--runs", runs) if runs else default_runs_path()
     try:
         report = validate_training(path)
     except (ValueError, KeyError) as exc:
-        raise fail(f"{path}: {exc}") from None
+        raise fail(f"--runs {exc}") from None
+    check_rows(report, path, "training")
     show_report(
         report,
         title=f"training runs: predicted vs measured ({path.name})",
@@ -58,19 +57,27 @@ def inference(
 
     Example: tenfold validate inference --runs src/tenfold/data/validation/inference_runs.csv --json
     """
-    path = Path(runs) if runs else vi.default_runs_path()
-    if not path.exists():
-        raise fail(f"no such file: {path}")
+    path = readable_file("--runs", runs) if runs else vi.default_runs_path()
     try:
         report = vi.validate_inference(path)
     except (ValueError, KeyError) as exc:
-        raise fail(f"{path}: {exc}") from None
+        raise fail(f"--runs {exc}") from None
+    check_rows(report, path, "inference")
     show_report(
         report,
         title=f"inference runs: predicted vs measured ({path.name})",
         as_json=as_json,
         sample=sample_kind(path, vi.default_runs_path()),
     )
+
+
+def check_rows(report: ValidationReport, path: Path, kind: str) -> None:
+    """Exit 2 when no row of `path` could be predicted (a header-only file, or runs of the other kind):
+    a MAPE over no rows is not an accuracy."""
+    if report.rows:
+        return
+    why = "; ".join(sorted({w for _, w in report.unpredictable})[:2]) or "the file has no rows"
+    raise fail(f"--runs {path}: no {kind} row could be predicted ({len(report.unpredictable)} rows; {why})")
 
 
 IN_SAMPLE = (

@@ -292,6 +292,7 @@ def compare_training(
     if baseline not in names:
         raise ValueError(f"baseline {baseline!r} is not among the compared GPUs {names}")
     settings.grid_g_per_kWh(dfl)  # fail early on a bad grid preset
+    settings.check_gpus(names)
     load_model(workload.model)
     per = [precisions_for(h, precisions) for h in hws]
     steps = sum(len(p) for p in per)

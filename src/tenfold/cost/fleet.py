@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from tenfold.cost.compare import best_training_at
 from tenfold.cost.compare_serving import best_serving_row
@@ -41,6 +40,7 @@ from tenfold.cost.workloads import (
     precisions_for,
     training_days,
 )
+from tenfold.perf.defaults import MAX_GPUS
 from tenfold.perf.specs.catalog import read_toml
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 
@@ -61,8 +61,10 @@ class Pool:
     usd_per_gpu_hour: float | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.count, int) or self.count < 1:
-            raise ValueError(f"pool {self.name}: count must be an integer >= 1, got {self.count!r}")
+        if not isinstance(self.count, int) or not 1 <= self.count <= MAX_GPUS:
+            raise ValueError(
+                f"pool {self.name}: count must be an integer 1 to {MAX_GPUS:,}, got {self.count!r}"
+            )
         if self.basis not in BASES:
             raise ValueError(f"pool {self.name}: basis {self.basis!r} not in {BASES}")
         if self.usd_per_gpu_hour is not None and not self.usd_per_gpu_hour >= 0:
@@ -300,6 +302,8 @@ def solve(
             makespan_days=math.nan,
             gpus_used={},
         )
+    from scipy.optimize import Bounds, LinearConstraint, milp  # ~0.8 s to import: only when solving
+
     n_x = len(opts)
     makespan = spec.objective == "makespan"
     n_var = n_x + (1 if makespan else 0)

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from tenfold.cost.energy import Footprint
 from tenfold.cost.tco import OwnCost, RentPrices
 from tenfold.cost.tornado import Tornado
-from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload
+from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload, format_count
 from tenfold.perf.serving.search import ServingPoint
 from tenfold.perf.training.estimate import TrainingEstimate
 
@@ -193,7 +193,10 @@ class Comparison:
         if self.kind == "training":
             fixed = self.mode == "fixed"
             where = f"{self.num_gpus:,} GPUs" if fixed else f"{self.deadline_days:g}-day deadline"
-            return f"{label}: {w.tokens / 1e12:g}T tokens, {where}"
+            return (
+                f"{label}: {format_count(w.tokens)} tokens, {where}; global batch {w.global_batch:,} x "
+                f"{w.seq_len:,} tokens"
+            )
         return (
             f"{label}: {w.output_tokens_per_s:,.0f} output tok/s at >= {w.min_tokens_per_s_per_user:g} "
             f"tok/s/user, {w.days:g} days"

@@ -37,6 +37,36 @@ def annuity_factor(rate: float, years: float) -> float:
     return rate / (1.0 - (1.0 + rate) ** -years)
 
 
+OWN_RANGES: dict[str, tuple[float, float, bool]] = {
+    "capex_usd": (0.0, math.inf, True),
+    "it_kW": (0.0, math.inf, True),
+    "life_years": (0.0, math.inf, False),
+    "cost_of_capital": (0.0, 1.0, True),
+    "colo_usd_per_kW_month": (0.0, math.inf, True),
+    "electricity_usd_per_kWh": (0.0, math.inf, True),
+    "pue": (1.0, math.inf, True),
+    "ops_share_of_capex": (0.0, 1.0, True),
+    "utilisation": (0.0, 1.0, False),
+    "idle_fraction": (0.0, 1.0, True),
+}
+"""Allowed range of each owner input: (low, high, low included); the high end is always included."""
+
+
+def check_own_input(name: str, value: float) -> None:
+    """ValueError naming `name` and its range unless `value` is a finite number in OWN_RANGES[name]
+    (e.g. pue >= 1, utilisation in (0, 1], life_years > 0, cost_of_capital in [0, 1] with 0.11 = 11 %)."""
+    if name not in OWN_RANGES:
+        raise ValueError(f"unknown owner input {name!r}; known: {', '.join(OWN_RANGES)}")
+    lo, hi, lo_in = OWN_RANGES[name]
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not (lo <= value if lo_in else lo < value) or value > hi:
+        if hi == math.inf:
+            allowed = f"{'>=' if lo_in else '>'} {lo:g}"
+        else:
+            allowed = f"in {'[' if lo_in else '('}{lo:g}, {hi:g}]"
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class OwnInputs:
     """Inputs of the owner's cost of one GPU. Fields:
@@ -64,24 +94,7 @@ class OwnInputs:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            v = getattr(self, f.name)
-            if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
-                raise ValueError(f"{f.name} must be a finite number, got {v!r}")
-        for key in ("capex_usd", "it_kW", "colo_usd_per_kW_month", "electricity_usd_per_kWh"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"{key} must be >= 0, got {getattr(self, key)}")
-        if self.life_years <= 0:
-            raise ValueError(f"life_years must be > 0, got {self.life_years}")
-        if not 0 <= self.cost_of_capital <= 1:
-            raise ValueError(f"cost_of_capital must be in [0, 1] (0.11 = 11 %), got {self.cost_of_capital}")
-        if self.pue < 1:
-            raise ValueError(f"pue must be >= 1, got {self.pue}")
-        if not 0 <= self.ops_share_of_capex <= 1:
-            raise ValueError(f"ops_share_of_capex must be in [0, 1], got {self.ops_share_of_capex}")
-        if not 0 < self.utilisation <= 1:
-            raise ValueError(f"utilisation must be in (0, 1], got {self.utilisation}")
-        if not 0 <= self.idle_fraction <= 1:
-            raise ValueError(f"idle_fraction must be in [0, 1], got {self.idle_fraction}")
+            check_own_input(f.name, getattr(self, f.name))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,11 +4,12 @@ each GPU may use, and the embedded default scenario (`tenfold compare` with no a
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 
 from tenfold.cost.defaults import CostDefaults, grid_intensity
-from tenfold.cost.tco import OWN_KEYS, RENT_BASES
+from tenfold.cost.tco import OWN_KEYS, RENT_BASES, check_own_input
 from tenfold.perf.defaults import TRAINING
 from tenfold.perf.flops import SECONDS_PER_DAY
 from tenfold.perf.specs.hardware import Hardware
@@ -19,6 +20,41 @@ from tenfold.perf.training.stack import stack
 DEFAULT_GPUS = ("h100-sxm", "h200", "b200", "gb200", "gb300")
 HOPPER_PRECISIONS = ("bf16", "fp8")
 BLACKWELL_PRECISIONS = ("fp8", "mxfp8", "nvfp4")
+
+
+COUNT_SCALES = (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3))
+"""Suffixes of a count (tokens): SI-style K, M, B (G accepted on input), T."""
+_GROUPED = re.compile(r"\d{1,3}(,\d{3})+(\.\d*)?")
+
+
+def parse_count(text: str) -> float:
+    """'15.6T', '300B', '2e12', '15,600,000' -> a positive number. Suffixes K, M, B (or G), T; commas only
+    as thousands separators (groups of three), so '15,6T' is an error rather than 156T."""
+    t = text.strip().upper().replace("_", "")
+    scale = 1.0
+    suffixes = dict(COUNT_SCALES) | {"G": 1e9}
+    if t and t[-1] in suffixes:
+        scale, t = suffixes[t[-1]], t[:-1]
+    if "," in t:
+        if not _GROUPED.fullmatch(t):
+            raise ValueError(f"not a count: {text!r} (commas only between groups of three digits; 15.6T)")
+        t = t.replace(",", "")
+    try:
+        v = float(t) * scale
+    except ValueError:
+        raise ValueError(f"not a count: {text!r} (use e.g. 15.6T, 300B or 2e12)") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"count must be a positive number, got {text!r}")
+    return v
+
+
+def format_count(x: float) -> str:
+    """A count at a readable scale: 15.6T, 300B, 15K, 950 (4 significant digits; the inverse of
+    parse_count up to rounding)."""
+    for unit, scale in COUNT_SCALES:
+        if abs(x) >= scale:
+            return f"{x / scale:.4g}{unit}"
+    return f"{x:.4g}"
 
 
 def precisions_for(hw: Hardware, allowed: tuple[str, ...] | None = None) -> tuple[str, ...]:
@@ -128,13 +164,26 @@ class CostSettings:
         bad = sorted(set(self.own) - set(OWN_KEYS))
         if bad:
             raise ValueError(f"unknown own-cost override(s) {', '.join(bad)}; known: {', '.join(OWN_KEYS)}")
+        for key, v in self.own.items():
+            check_own_input(key, v)
         gpu_keys = {"ondemand_usd_h", "reserved_usd_h", "capex_usd", "it_kW"}
         for gpu, keys in self.per_gpu.items():
             bad = sorted(set(keys) - gpu_keys)
             if bad:
                 raise ValueError(f"unknown override(s) {', '.join(bad)} for {gpu}; known: {sorted(gpu_keys)}")
+            for key, v in keys.items():
+                if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v >= 0):
+                    raise ValueError(f"{gpu} {key} must be a finite number >= 0, got {v!r}")
         object.__setattr__(self, "own", MappingProxyType(dict(self.own)))
         object.__setattr__(self, "per_gpu", MappingProxyType({k: dict(v) for k, v in self.per_gpu.items()}))
+
+    def check_gpus(self, names: list[str] | tuple[str, ...]) -> None:
+        """ValueError when a per-GPU override names a GPU that is not among `names` (it would be ignored)."""
+        stray = sorted(set(self.per_gpu) - set(names))
+        if stray:
+            raise ValueError(
+                f"price override for {', '.join(stray)}, which is not compared; compared: {', '.join(names)}"
+            )
 
     def grid_g_per_kWh(self, defaults: CostDefaults | None = None) -> float:
         return grid_intensity(self.grid, defaults)

@@ -41,3 +41,23 @@ class TrainingDefaults:
 
 
 TRAINING = TrainingDefaults()
+
+# ---- work bounds: the most one question may ask for, shared by the CLI and the web API ---------------------
+MAX_GPUS = 65_536
+"""Cluster size in one estimate, search, comparison or fleet pool (the largest published runs are ~32k GPUs;
+the Llama 3 paper's 16,384 H100s, arXiv 2407.21783, section 3.3)."""
+MAX_SEARCH_PLANS = 4_000_000
+"""Layouts one search may enumerate (~4 s on one core)."""
+MAX_COMPARE_PLANS = 12_000_000
+"""Layouts one training comparison may search, all GPUs together (~12 s)."""
+MAX_COMPARE_GPUS = 6
+"""GPU types in one comparison (web API)."""
+MAX_DEADLINE_GPUS = 4_096
+"""Largest count a deadline comparison of the web API tries."""
+MAX_VP = 64
+"""Virtual pipeline stages per rank (each holds at least one layer; no catalog model has more layers per
+pipeline rank)."""
+MAX_SEQ = 1 << 20
+"""Tokens per sequence."""
+MAX_BATCH = 1 << 20
+"""Sequences per optimizer step."""

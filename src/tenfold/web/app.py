@@ -17,13 +17,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from tenfold.perf.defaults import MAX_COMPARE_PLANS, MAX_SEARCH_PLANS
 from tenfold.web.body import BodyLimit
 from tenfold.web.bounds import MAX_BODY_BYTES, TIME_LIMIT_S, Limits
 from tenfold.web.responses import json_response
 from tenfold.web.routes import catalog, compare, estimate, page, search
 from tenfold.web.schemas import (
-    MAX_COMPARE_PLANS,
-    MAX_SEARCH_PLANS,
     CompareRequest,
     InferEstimateRequest,
     SearchRequest,

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from tenfold.cost.compare import gpu_ladder
 from tenfold.cost.workloads import precisions_for
-from tenfold.perf.defaults import TRAINING
+from tenfold.perf.defaults import MAX_COMPARE_PLANS, MAX_DEADLINE_GPUS, MAX_SEARCH_PLANS, TRAINING
 from tenfold.perf.specs.hardware import load_hardware
 from tenfold.perf.training.grid import count_plans
-from tenfold.web.schemas import MAX_COMPARE_PLANS, MAX_DEADLINE_GPUS, MAX_SEARCH_PLANS, CompareRequest
+from tenfold.web.schemas import CompareRequest
 
 TIME_LIMIT_S = 30.0
 MAX_BODY_BYTES = 64 * 1024  # the largest valid request body is under 2 KiB of JSON

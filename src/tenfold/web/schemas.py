@@ -19,7 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tenfold.cost.defaults import load_cost_defaults
 from tenfold.cost.workloads import DEFAULT_GPUS
-from tenfold.perf.defaults import TRAINING
+from tenfold.perf.defaults import (  # the work bounds, shared with the CLI
+    MAX_BATCH,
+    MAX_COMPARE_GPUS,
+    MAX_GPUS,
+    MAX_SEQ,
+    TRAINING,
+)
 from tenfold.perf.serving.kvcache import KV_PRECISIONS
 from tenfold.perf.serving.presets import ENGINE_NAMES
 from tenfold.perf.serving.query import WEIGHT_PRECISIONS
@@ -33,14 +39,6 @@ MODEL_NAMES = tuple(list_models())
 GPU_NAMES = tuple(list_hardware())
 GRID_PRESETS = tuple(load_cost_defaults().grid)
 
-# work bounds: what one request may ask for
-MAX_GPUS = 65_536  # cluster size in one estimate or search (the largest published runs are ~32k)
-MAX_SEARCH_PLANS = 4_000_000  # layouts one search may enumerate (~4 s on one core)
-MAX_COMPARE_PLANS = 12_000_000  # layouts one training comparison may search, all GPUs together (~12 s)
-MAX_COMPARE_GPUS = 6  # GPU types in one comparison
-MAX_DEADLINE_GPUS = 4_096  # largest count a deadline comparison tries
-MAX_SEQ = 1 << 20
-MAX_BATCH = 1 << 20
 
 ModelName = Literal[MODEL_NAMES]  # type: ignore[valid-type]
 GpuName = Literal[GPU_NAMES]  # type: ignore[valid-type]

@@ -13,11 +13,12 @@ from tenfold.cost.compare import Progress, compare_training
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.results import Comparison
 from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload
+from tenfold.perf.defaults import MAX_DEADLINE_GPUS
 from tenfold.perf.errors import Infeasible
 from tenfold.report.compare import comparison_charts, comparison_table
 from tenfold.web.bounds import compare_plan_bound, time_limit
 from tenfold.web.responses import bad_input, json_response
-from tenfold.web.schemas import MAX_DEADLINE_GPUS, CompareRequest
+from tenfold.web.schemas import CompareRequest
 from tenfold.web.state import run_heavy, web_state
 
 router = APIRouter()
