@@ -4,11 +4,12 @@ get a 422, 503 or 429."""
 import pytest
 from fastapi.testclient import TestClient
 
+from tenfold.perf.defaults import MAX_COMPARE_PLANS
 from tenfold.perf.specs.models import load_model
 from tenfold.perf.training.search import enumerate_plans
 from tenfold.web import create_app
 from tenfold.web.bounds import bisection_cost, compare_plan_bound, plan_count
-from tenfold.web.schemas import MAX_COMPARE_PLANS, CompareRequest
+from tenfold.web.schemas import CompareRequest
 
 
 @pytest.mark.parametrize(("model", "n", "seq"), [("llama3-8b", 16, 8192), ("mixtral-8x7b", 48, 4096)])

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tenfold.perf.defaults import TRAINING
+from tenfold.perf.defaults import MAX_COMPARE_GPUS, TRAINING
 from tenfold.web import create_app
-from tenfold.web.schemas import MAX_COMPARE_GPUS
 
 from .conftest import live_server
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from tenfold.perf.defaults import TRAINING
+from tenfold.perf.defaults import MAX_COMPARE_GPUS, TRAINING
 from tenfold.perf.specs.hardware import load_hardware
 from tenfold.perf.specs.models import load_model
 from tenfold.web.responses import json_response
-from tenfold.web.schemas import GPU_NAMES, MAX_COMPARE_GPUS, MODEL_NAMES
+from tenfold.web.schemas import GPU_NAMES, MODEL_NAMES
 
 router = APIRouter()
 
