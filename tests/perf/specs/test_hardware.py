@@ -89,3 +89,27 @@ def test_hbm_capacity_is_catalogued_in_gib(name):
     raw = tomllib.loads((files("tenfold") / "data" / "hardware" / f"{name}.toml").read_text())
     assert "hbm_GiB" in raw["memory"] and "hbm_GB" not in raw["memory"]
     assert load_hardware(name).hbm_bytes == raw["memory"]["hbm_GiB"]["value"] * 1024**3
+
+
+@pytest.mark.parametrize(
+    ("spelling", "entry"),
+    [
+        ("h100", "h100-sxm"),
+        ("H100", "h100-sxm"),
+        ("H100 SXM", "h100-sxm"),
+        ("gb200-nvl72", "gb200"),
+        ("GB300 NVL72", "gb300"),
+        ("a100", "a100-80gb"),
+        ("MI300X", "mi300x"),
+        ("tpu v5p", "tpu-v5p"),
+    ],
+)
+def test_common_spellings_of_a_gpu_name_find_its_entry(spelling, entry):
+    assert load_hardware(spelling).name == load_hardware(entry).name
+
+
+def test_an_unknown_or_ambiguous_name_is_refused_with_suggestions():
+    with pytest.raises(ValueError, match=r"did you mean 'h100-sxm'"):
+        load_hardware("h100-sxn")
+    with pytest.raises(ValueError, match="unknown hardware entry 'mi3'"):  # mi300x, mi325x, mi355x
+        load_hardware("mi3")

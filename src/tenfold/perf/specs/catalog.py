@@ -8,6 +8,8 @@ where a figure came from.
 
 from __future__ import annotations
 
+import difflib
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib.resources import files
@@ -71,13 +73,39 @@ def catalog_entries(kind: str) -> dict[str, Traversable]:
     return dict(sorted(out.items()))
 
 
+def _spelling(name: str) -> str:
+    """A name with case, spaces and punctuation removed, and a trailing rack size (`nvl72`) dropped:
+    'H100 SXM', 'h100_sxm' and 'GB200-NVL72' compare equal to 'h100-sxm' and 'gb200'."""
+    key = re.sub(r"[^a-z0-9]", "", name.lower())
+    return re.sub(r"nvl\d+$", "", key) or key
+
+
+def match_entry(kind: str, name: str) -> str | None:
+    """The catalog entry a user's spelling of `name` means, or None: the exact name, the same name spelt
+    another way, or the one entry it is the start of ('h100' -> 'h100-sxm'; an ambiguous start matches
+    nothing)."""
+    entries = catalog_entries(kind)
+    key = name.strip().lower()
+    if key in entries:
+        return key
+    spelt = _spelling(key)
+    same = [e for e in entries if _spelling(e) == spelt]
+    if len(same) == 1:
+        return same[0]
+    start = [e for e in entries if _spelling(e).startswith(spelt)]
+    return start[0] if len(start) == 1 and len(spelt) >= 3 else None
+
+
 def resolve(kind: str, name_or_path: str | Path) -> Traversable | Path:
-    """A catalog name (`h100-sxm`) or a path to a user's own TOML file."""
+    """A catalog name (`h100-sxm`, also spelt `H100`, `h100 sxm`) or a path to a user's own TOML file.
+    An unknown name raises ValueError with the closest catalog names."""
     p = Path(name_or_path)
     if p.suffix == ".toml" and p.exists():
         return p
     entries = catalog_entries(kind)
-    key = str(name_or_path).lower()
-    if key in entries:
-        return entries[key]
-    raise ValueError(f"unknown {kind} entry {name_or_path!r}; known: {', '.join(entries)}")
+    hit = match_entry(kind, str(name_or_path))
+    if hit is not None:
+        return entries[hit]
+    close = difflib.get_close_matches(str(name_or_path).lower(), list(entries), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise ValueError(f"unknown {kind} entry {name_or_path!r}{hint}; known: {', '.join(entries)}")
