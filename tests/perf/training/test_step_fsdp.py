@@ -1,0 +1,99 @@
+"""ZeRO-3 / FSDP in the step model: what prefetching cannot hide (step._fsdp_exposed)."""
+
+from dataclasses import replace
+from itertools import pairwise
+
+import numpy as np
+import pytest
+
+from tenfold.perf import Layout, comm, load_hardware, load_model
+from tenfold.perf.calibration import load_calibration
+from tenfold.perf.specs.precision import get_precision
+from tenfold.perf.training import memory
+from tenfold.perf.training.grid import PlanGrid
+from tenfold.perf.training.stack import stack
+from tenfold.perf.training.step import plan_times
+
+MODEL, GPU, SEQ = "llama3-8b", "h100-sxm", 4096
+
+
+def _times(layouts, *, global_batch, calibration=None, software="megatron-core", seq_len=SEQ):
+    sw = stack(software)
+    return plan_times(
+        load_model(MODEL),
+        load_hardware(GPU),
+        PlanGrid.from_layouts(layouts, default_zero=sw.default_zero),
+        precision=get_precision("bf16"),
+        software=sw,
+        calibration=calibration or load_calibration(),
+        seq_len=seq_len,
+        global_batch=global_batch,
+    )
+
+
+def _unit_collectives(lay: Layout):
+    """(all-gather, reduce-scatter) seconds of one FSDP unit (one layer's share of the stage's weights)."""
+    model, cal = load_model(MODEL), load_calibration()
+    links = cal.links(load_hardware(GPU))
+    dense, expert = memory.stage_params(model, t=lay.tp, pp=lay.pp, vp=lay.vp, ep=lay.ep)
+    assert float(expert) == 0.0
+    u = np.ceil(model.layers / (lay.pp * lay.vp)) * lay.vp
+    ag = comm.all_gather_time(dense * 2.0 / u, lay.dp * lay.cp, lay.tp, links)
+    rs = comm.reduce_scatter_time(dense * stack().grad_reduce_bytes / u, lay.dp * lay.cp, lay.tp, links)
+    return float(ag), float(rs)
+
+
+def test_one_microbatch_zero3_pays_at_least_the_first_gathers_and_last_reduce_scatter():
+    # One micro-batch per step: nothing runs before the first unit's weights arrive (forward and
+    # backward), and nothing after the last unit's gradients leave.
+    lay = Layout(dp=64, micro_batch=1, zero=3)
+    t = _times([lay], global_batch=64)
+    busy = t["compute_s"] + t["tp_s"] + t["cp_s"] + t["ep_s"] + t["pp_s"]
+    ag, rs = _unit_collectives(lay)
+    assert float(t["microbatches"][0]) == 1.0
+    assert float(t["step_s"][0] - busy[0] - t["optimizer_s"][0]) >= 2 * ag + rs - 1e-12
+    assert float(t["fsdp_s"][0]) >= 2 * ag + rs - 1e-12
+
+
+def test_exposed_gather_grows_with_the_data_parallel_group():
+    # Same per-GPU work (one sequence, one micro-batch), larger FSDP group: every ring step adds latency.
+    dps = (8, 64, 512, 4096)
+    t = {n: _times([Layout(dp=n, micro_batch=1, zero=3)], global_batch=n) for n in dps}
+    compute = [float(t[n]["compute_s"][0]) for n in dps]
+    assert compute == pytest.approx([compute[0]] * len(dps))
+    fsdp = [float(t[n]["fsdp_s"][0]) for n in dps]
+    assert all(b > a for a, b in pairwise(fsdp)), fsdp
+
+
+def test_first_gather_paid_per_microbatch_and_chunk_when_regathering():
+    # Megatron-FSDP re-gathers every micro-batch: 2·vp first-unit gathers per micro-batch.
+    lay = Layout(dp=64, micro_batch=1, zero=3)
+    one = _times([lay], global_batch=64)
+    eight = _times([lay], global_batch=8 * 64)
+    ag, _ = _unit_collectives(lay)
+    assert float(eight["microbatches"][0]) == 8.0
+    assert float(eight["fsdp_s"][0] - one["fsdp_s"][0]) >= 7 * 2 * ag - 1e-12
+
+
+def test_every_unit_pays_its_own_ring_latency_when_compute_is_short():
+    # Short sequences: the gathers cannot hide, and each of the u units' 3 collectives (forward gather,
+    # backward gather, gradient reduce-scatter) pays (n_dom - 1)·α_out; one stage-wide collective would
+    # pay it once (NCCL ring latency, NVIDIA/nccl src/graph/tuning.cc).
+    lay = Layout(dp=1024, micro_batch=1, zero=3)
+    cal = load_calibration()
+    slow = replace(cal, scaleout_latency_us=cal.scaleout_latency_us + 10.0)
+    a = _times([lay], global_batch=1024, seq_len=256, calibration=cal)
+    b = _times([lay], global_batch=1024, seq_len=256, calibration=slow)
+    units = load_model(MODEL).layers
+    n_dom = 1024 / load_hardware(GPU).placement_domain
+    expected = 3 * units * (n_dom - 1) * 10e-6
+    assert float(b["fsdp_s"][0] - a["fsdp_s"][0]) == pytest.approx(expected, rel=1e-6)
+
+
+def test_long_compute_still_hides_the_rest():
+    # The overlapped part stays hidden: with long micro-batches only the first gathers and the last
+    # reduce-scatter remain, far below the whole stage's traffic.
+    lay = Layout(dp=8, micro_batch=4, zero=3)
+    t = _times([lay], global_batch=32, seq_len=8192)
+    ag, rs = _unit_collectives(lay)
+    assert float(t["fsdp_s"][0]) == pytest.approx(2 * ag + rs, rel=1e-9)
