@@ -196,7 +196,7 @@ def _fsdp_exposed(dense_p, expert_p, p: PlanTerms, hide_s, *, software: Stack, l
         2·vp·AG_unit per micro-batch (compute waits for its weights);
       * the last unit's reduce-scatter after the last backward compute of the step: RS_unit per step
         (the earlier micro-batches' last reduce-scatter overlaps the next micro-batch's forward).
-    The rest hides behind `hide_s` (the stage's per-micro-batch busy time) when that is longer.
+    The rest hides behind `hide_s` (the stage's per-micro-batch compute) when that is longer.
     """
     u = p.stage_layers
     gb = software.grad_reduce_bytes
@@ -277,7 +277,9 @@ def plan_times(
         expert_p * gb, p.expert_dp, p.ep, links
     )
     regather = (zero == 3) & software.fsdp_regather
-    fsdp = _fsdp_exposed(dense_p, expert_p, p, stage_busy, software=software, links=links)
+    # FSDP traffic hides behind compute only: while the exposed TP/CP/EP collectives run, the same links
+    # (EP beyond a node: the same NIC) are busy, so they cannot carry the gathers as well
+    fsdp = _fsdp_exposed(dense_p, expert_p, p, per_mb["compute"], software=software, links=links)
     per_mb["fsdp"] = np.where(regather, fsdp["per_mb"], 0.0)
     t_mb = sum(per_mb.values())
     bubble_mb = _bubble(p, software)
