@@ -6,7 +6,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from tenfold.perf import Layout, comm, load_hardware, load_model
+from tenfold.perf import Layout, comm, estimate_training, load_hardware, load_model
 from tenfold.perf.calibration import load_calibration
 from tenfold.perf.specs.precision import get_precision
 from tenfold.perf.training import memory
@@ -126,3 +126,19 @@ def test_gathers_do_not_hide_behind_exposed_all_to_all():
     raw = u * (2 * unit(comm.all_gather_time, 2.0) + unit(comm.reduce_scatter_time, sw.grad_reduce_bytes))
     assert float(t["ep_s"][0]) > 0.0
     assert float(t["fsdp_s"][0]) >= float(raw - t["compute_s"][0]) - 1e-9
+
+
+def test_full_zero3_over_8192_h100_no_longer_beats_a_megatron_layout():
+    # Issue 14: GPT-MoE-1.8T on 8,192 H100 was planned as TP1 PP1 DP8192 EP16 ZeRO-3 because its gathers
+    # cost nothing; the TP/PP/EP layout family NVIDIA publishes at this scale (Megatron-Bridge DeepSeek-V3
+    # TP2 PP16 EP64, Llama 3.1 405B TP8 PP8 CP2, GPT-3 175B TP4 PP8) is now faster.
+    kw = dict(seq_len=8192, global_batch=8192, precision="fp8")
+    zero3 = estimate_training(
+        "gpt-moe-1.8t", GPU, Layout(dp=8192, ep=16, micro_batch=1, recompute="full", zero=3), **kw
+    )
+    mcore = estimate_training(
+        "gpt-moe-1.8t", GPU, Layout(tp=4, pp=8, vp=5, dp=64, cp=4, ep=16, micro_batch=1, zero=2), **kw
+    )
+    assert zero3.feasible and mcore.feasible
+    assert zero3.breakdown.fsdp_s > zero3.breakdown.ep_s / 2
+    assert mcore.tokens_per_s_per_gpu > zero3.tokens_per_s_per_gpu
