@@ -10,7 +10,9 @@ column. Overlap rules (exposed time = what the step waits for):
   Without overlap the whole collective is exposed.
 * DP (`dp_overlap`): gradient reduce-scatter (or all-reduce) hides behind the backward of the last
   micro-batch, the parameter all-gather behind the forward of the first; ZeRO-3/FSDP gathers and
-  reductions hide behind each micro-batch's compute.
+  reductions (one per layer, each paying its ring latency) hide behind each micro-batch's compute, except
+  the first layer's gather of every forward and backward pass and the step's last reduce-scatter
+  (step._fsdp_exposed).
 * PP (`pp_overlap`): point-to-point sends overlap the next chunk's compute (Megatron `overlap_p2p_comm`,
   interleaved schedule only: with vp = 1 the sends block); without it each send adds to the stage time.
   DualPipe hides them by construction.

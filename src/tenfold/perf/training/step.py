@@ -3,12 +3,14 @@
 One optimizer step, in the design's notation (B global batch, S sequence length, D hidden, L layers):
   t_mb   = Σ_layers on the stage [fwd + bwd + recompute + exposed TP/CP/EP communication]
            (+ the output head, loss and MTP modules, balanced across stages when the software does so)
-           + exposed pipeline p2p + exposed ZeRO-3/FSDP gathers and reductions
+           + exposed pipeline p2p + exposed ZeRO-3/FSDP gathers and reductions (`_fsdp_exposed`: the
+           first layer's gathers of each pass, per-layer ring latency, what compute cannot cover)
   t_pipe = (m + bubble) · t_mb, bubble = (p - 1)/v for (interleaved) 1F1B with m >= p (Narayanan
            et al. 2021, https://arxiv.org/abs/2104.04473 §2.2; more when m < p, see `_bubble`),
            p/2 - 1 for DualPipe (DeepSeek-V3,
            https://arxiv.org/abs/2412.19437 §3.2.1); m = B / (dp · micro-batch) micro-batches per pipeline
-  step   = t_pipe + exposed data-parallel gradient/parameter collectives + optimizer step
+  step   = t_pipe + exposed data-parallel gradient/parameter collectives (ZeRO-3: the last layer's
+           reduce-scatter) + optimizer step
 The overlap rules are in `stack.py`; layer compute in `compute.py`; collectives in `comm.py`; memory in
 `memory.plan_memory`. `evaluate_plans` returns both, for the validation and the single estimate.
 """
@@ -176,6 +178,41 @@ def _bubble(p: PlanTerms, software: Stack) -> np.ndarray:
     return (p.pp - 1.0) / p.vp + np.maximum(p.pp - p.microbatches, 0.0) * (1.0 - 1.0 / p.vp)
 
 
+def _fsdp_exposed(dense_p, expert_p, p: PlanTerms, hide_s, *, software: Stack, links: Links):
+    """Exposed ZeRO-3 / FSDP communication of the busiest stage (seconds): "per_mb" per micro-batch when the
+    weights are re-gathered for every micro-batch, "tail" once per step, and one unit's gather "ag_unit".
+
+    FSDP gathers and reduces one unit at a time (a unit = one transformer layer, the usual wrapping; PyTorch
+    FSDP, Zhao et al. 2023, https://arxiv.org/abs/2304.11277 §3.2-3.3; ZeRO-3, Rajbhandari et al. 2020,
+    https://arxiv.org/abs/1910.02054 §5.3), u = stage_layers units of 1/u of the stage's parameters each,
+    so every unit's collective pays its own latency: a ring all-gather or reduce-scatter over n ranks takes
+    (n - 1) steps of α (comm.reduce_scatter_time: (n_in - 1)·α_up + (n_dom - 1)·α_out; NCCL runs
+    all-gather and reduce-scatter as rings across nodes, its tree being for all-reduce only, and its
+    logarithmic PAT algorithm only with one GPU per node: NVIDIA/nccl src/graph/tuning.cc, "nInterSteps").
+    Per micro-batch and model chunk, the unit's forward gather, backward gather and gradient
+    reduce-scatter cost u·(2·AG_unit + RS_unit). Prefetching hides unit i+1's gather behind unit i's
+    compute (FSDP paper §3.3.2 backward/forward prefetch), but nothing hides
+      * the first unit's gather of each forward and each backward pass of each of the vp chunks:
+        2·vp·AG_unit per micro-batch (compute waits for its weights);
+      * the last unit's reduce-scatter after the last backward compute of the step: RS_unit per step
+        (the earlier micro-batches' last reduce-scatter overlaps the next micro-batch's forward).
+    The rest hides behind `hide_s` (the stage's per-micro-batch compute) when that is longer.
+    """
+    u = p.stage_layers
+    gb = software.grad_reduce_bytes
+
+    def unit(coll, elem_bytes):  # dense and expert groups; no expert collective in a dense model
+        expert = coll(expert_p * elem_bytes / u, p.expert_dp, p.ep, links)
+        return coll(dense_p * elem_bytes / u, p.dense_dp, p.tp, links) + np.where(expert_p > 0, expert, 0.0)
+
+    ag_unit = unit(comm.all_gather_time, 2.0)
+    rs_unit = unit(comm.reduce_scatter_time, gb)
+    head = 2.0 * p.vp * ag_unit
+    rest = u * (2.0 * ag_unit + rs_unit) - head - rs_unit
+    hidden_rest = np.maximum(rest - hide_s, 0.0) if software.dp_overlap else rest
+    return {"per_mb": head + hidden_rest, "tail": rs_unit, "ag_unit": ag_unit}
+
+
 def _optimizer_time(dense_p, expert_p, p: PlanTerms, *, r: Rates, precision: Precision) -> np.ndarray:
     """Memory-bound Adam over the local shard, plus casting the weights to the low precision."""
     zero = p.zero
@@ -239,11 +276,11 @@ def plan_times(
     rs_g = comm.reduce_scatter_time(dense_p * gb, p.dense_dp, p.tp, links) + comm.reduce_scatter_time(
         expert_p * gb, p.expert_dp, p.ep, links
     )
-    # ZeRO-3 / FSDP: gather weights for forward and backward, reduce-scatter gradients, per micro-batch
     regather = (zero == 3) & software.fsdp_regather
-    fsdp_raw = 2.0 * ag_w + rs_g
-    fsdp = np.maximum(fsdp_raw - stage_busy, 0.0) if software.dp_overlap else fsdp_raw
-    per_mb["fsdp"] = np.where(regather, fsdp, 0.0)
+    # FSDP traffic hides behind compute only: while the exposed TP/CP/EP collectives run, the same links
+    # (EP beyond a node: the same NIC) are busy, so they cannot carry the gathers as well
+    fsdp = _fsdp_exposed(dense_p, expert_p, p, per_mb["compute"], software=software, links=links)
+    per_mb["fsdp"] = np.where(regather, fsdp["per_mb"], 0.0)
     t_mb = sum(per_mb.values())
     bubble_mb = _bubble(p, software)
 
@@ -257,15 +294,18 @@ def plan_times(
         dp_exp = np.maximum(grad - stage_busy * 2 / 3, 0.0) + np.maximum(gather - stage_busy / 3, 0.0)
     else:
         dp_exp = grad + gather
+    # ZeRO-3 regathering per micro-batch: the last unit's reduce-scatter after the last backward
+    fsdp_tail = np.where(regather, fsdp["tail"], 0.0)
     dp_exp = np.where(regather, 0.0, dp_exp)
     t_opt = _optimizer_time(dense_p, expert_p, p, r=r, precision=precision)
 
     out = {f"{k}_s": m * v for k, v in per_mb.items()}
+    out["fsdp_s"] = out["fsdp_s"] + fsdp_tail
     out["bubble_s"] = bubble_mb * t_mb
     out["dp_s"] = dp_exp
     out["optimizer_s"] = t_opt
     out["recompute_s"] = m * scale * layer["recompute"]
-    out["step_s"] = (m + bubble_mb) * t_mb + dp_exp + t_opt
+    out["step_s"] = (m + bubble_mb) * t_mb + fsdp_tail + dp_exp + t_opt
     out["microbatches"] = m
     out["gpus"] = p.tp * p.pp * p.dp * p.cp
     return out
