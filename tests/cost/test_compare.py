@@ -152,3 +152,31 @@ def test_bad_input(kwargs, match):
         TrainingWorkload(model="llama3-8b", tokens=-1)
     with pytest.raises(ValueError, match="own-cost"):
         CostSettings(own={"pue_typo": 1.0})
+
+
+def test_uncalibrated_hardware_is_marked_in_rows_json_cells_and_notes():
+    """MI300X has no fitted runs: its row says so in the JSON, in the table cells every renderer shares, and
+    in a note; H100, which the fit covers, carries no mark."""
+    from tenfold.report.compare import UNCALIBRATED_MARK, comparison_rows, uncalibrated_note
+
+    w = TrainingWorkload(model="llama3-8b", tokens=1e12, global_batch=256)
+    c = compare_training(w, ["h100-sxm", "mi300x"], num_gpus=64, precisions=("bf16",))
+    by_gpu = {d["hardware"]: d for d in c.to_dict()["rows"]}
+    assert by_gpu["h100-sxm"]["calibrated"] is True and by_gpu["mi300x"]["calibrated"] is False
+    cells = {r[0] for r in comparison_rows(c)[1]}
+    assert cells == {"h100-sxm", f"mi300x {UNCALIBRATED_MARK}"}
+    assert "mi300x" in uncalibrated_note(c) and "h100-sxm" not in uncalibrated_note(c)
+
+
+def test_uncalibrated_serving_rows_are_marked():
+    w = ServingWorkload(
+        model="llama3-8b",
+        input_len=1024,
+        output_len=256,
+        output_tokens_per_s=1e4,
+        min_tokens_per_s_per_user=50,
+        max_ttft_s=2.0,
+    )
+    c = compare_serving(w, ["h100-sxm", "mi300x"], precisions=("bf16",))
+    flags = {r.hardware: r.calibrated for r in c.rows if r.feasible}
+    assert flags == {"h100-sxm": True, "mi300x": False}

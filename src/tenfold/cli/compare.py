@@ -26,7 +26,7 @@ from tenfold.cost.workloads import (
 )
 from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, TRAINING
 from tenfold.perf.errors import Infeasible
-from tenfold.report.compare import comparison_rows
+from tenfold.report.compare import comparison_rows, uncalibrated_note
 
 OWN_OPTION = typer.Option([], "--own", help="owner input KEY=VALUE (pue=1.3, life_years=6, ...)")
 PRICE_OPTION = typer.Option([], "--price", help="GPU:KEY=VALUE (gb200:reserved_usd_h=5.5; capex_usd, it_kW)")
@@ -102,6 +102,8 @@ def print_comparison(c: Comparison, console: Console, tornado: bool = False) -> 
     else:
         how = f"speedup = {c.baseline} GPU-hours / GPU-hours, each at the fewest GPUs meeting the deadline"
     console.print(f"  {how}; carbon at {c.grid_g_per_kWh:g} g CO2/kWh", style="dim")
+    if uncalibrated_note(c):
+        console.print(f"  {escape(uncalibrated_note(c))}", style="yellow")
     if tornado:
         for r in c.rows:
             if r.money and r.money.tornado_own:

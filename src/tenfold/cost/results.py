@@ -89,8 +89,14 @@ class TrainingRow:
     def gpu_hours(self) -> float:
         return self.money.gpu_hours if self.money else NAN
 
+    @property
+    def calibrated(self) -> bool:
+        """False when this GPU's numbers rest on a conservative efficiency, not one fitted on its runs."""
+        return self.estimate.calibrated if self.estimate is not None else True
+
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in ("hardware", "display_name", "feasible", "reason", "precision")}
+        d["calibrated"] = self.calibrated
         d |= {k: getattr(self, k) for k in ("plan", "num_gpus", "days", "tokens_per_s_per_gpu")}
         d |= {k: getattr(self, k) for k in ("mfu_bf16", "mfu_precision", "speedup")}
         d |= {"rent_cost_ratio": self.rent_cost_ratio, "own_cost_ratio": self.own_cost_ratio}
@@ -141,9 +147,15 @@ class ServingRow:
     def gpu_hours(self) -> float:
         return self.money.gpu_hours if self.money else NAN
 
+    @property
+    def calibrated(self) -> bool:
+        """False when this GPU's numbers rest on a conservative efficiency, not one fitted on its runs."""
+        return self.point.calibrated if self.point is not None else True
+
     def to_dict(self) -> dict:
         skip = {"point", "money", "options"}
         d = {k: v for k, v in asdict(self).items() if k not in skip}
+        d["calibrated"] = self.calibrated
         d["gpu_hours"] = self.gpu_hours
         d["point"] = self.point.to_dict() if self.point else None
         d["money"] = self.money.to_dict() if self.money else None
@@ -205,8 +217,8 @@ class Comparison:
     def summary(self) -> list[dict]:
         """One flat dict per GPU with the side-by-side table's columns (what the CLI, report and web show).
 
-        Keys: hardware, feasible, reason, precision, plan, num_gpus, days, mfu (share of the chosen
-        precision's dense peak), mfu_bf16 (share of the BF16 peak), tokens_per_s_per_gpu, gpu_hours,
+        Keys: hardware, calibrated, feasible, reason, precision, plan, num_gpus, days, mfu (share of the
+        chosen precision's dense peak), mfu_bf16 (share of the BF16 peak), tokens_per_s_per_gpu, gpu_hours,
         rent_usd, own_usd, rent_usd_per_gpu_hour, own_usd_per_gpu_hour, facility_MWh, co2_t, speedup,
         rent_cost_ratio, own_cost_ratio; serving rows add usd_per_m_tokens (rent and own)."""
         out = []
@@ -215,6 +227,7 @@ class Comparison:
             fp = m.footprint if m else None
             d = {
                 "hardware": r.hardware,
+                "calibrated": r.calibrated,
                 "feasible": r.feasible,
                 "reason": r.reason,
                 "precision": r.precision,

@@ -30,6 +30,21 @@ RENT_COLOR, OWN_COLOR = "#e0894a", "#3b6fb6"
 OUTLOOK = {"input_len": 1024, "output_len": 1024, "min_tokens_per_s_per_user": 20.0, "max_ttft_ms": 5000.0}
 
 
+UNCALIBRATED_MARK = "(uncalibrated)"
+
+
+def uncalibrated_note(c: Comparison) -> str:
+    """The note under a comparison whose rows include hardware no published run calibrated ('' if none)."""
+    names = [d["hardware"] for d in c.summary() if not d["calibrated"]]
+    if not names:
+        return ""
+    return (
+        f"{UNCALIBRATED_MARK} {', '.join(names)}: no published measured runs of this architecture "
+        "were fitted; its numbers use a conservative efficiency (the lowest fitted at that operand width), "
+        "so treat them as rough, likely pessimistic, not as a prediction"
+    )
+
+
 def comparison_rows(c: Comparison) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
     """The side-by-side numbers of one comparison as (column headers, rows of formatted cells): one row per
     GPU, the plan in the last column, or for a GPU without a plan dashes and the reason there. The HTML
@@ -41,11 +56,12 @@ def comparison_rows(c: Comparison) -> tuple[tuple[str, ...], tuple[tuple[str, ..
     cols += ["plan"]
     rows = []
     for d in c.summary():
+        gpu = d["hardware"] if d["calibrated"] else f"{d['hardware']} {UNCALIBRATED_MARK}"
         if not d["feasible"]:
-            rows.append((d["hardware"], *["-"] * (len(cols) - 2), d["reason"]))
+            rows.append((gpu, *["-"] * (len(cols) - 2), d["reason"]))
             continue
         r = [
-            d["hardware"],
+            gpu,
             d["precision"],
             f"{d['num_gpus']:,}",
             fmt_number(d["days"], ",.1f"),
@@ -72,7 +88,7 @@ def comparison_table(c: Comparison) -> HtmlTable:
         caption=c.title,
         columns=columns,
         rows=rows,
-        notes=(*c.notes, f"carbon at {c.grid_g_per_kWh:g} g CO2/kWh"),
+        notes=(*c.notes, *filter(None, [uncalibrated_note(c)]), f"carbon at {c.grid_g_per_kWh:g} g CO2/kWh"),
     )
 
 

@@ -106,4 +106,5 @@ def curve_for(
         capacity=cap,
         usd_per_gpu_hour=s.usd_per_gpu_hour,
         points=points,
+        calibrated=s.calibrated,
     )

@@ -189,6 +189,9 @@ class InferenceCurve:
     capacity: int
     usd_per_gpu_hour: float
     points: tuple[CurvePoint, ...]
+    calibrated: bool = True
+    """False when the fit does not cover this GPU at every GEMM width it runs (a conservative efficiency is
+    used; see `InferenceEstimate.calibrated`)."""
     x: str = "output_tokens_per_s_per_user"
     y: str = "output_tokens_per_s_per_gpu"
 

@@ -80,6 +80,8 @@ class ServingPoint:
     output_tokens_per_s_per_user: float
     ttft_s: float
     tpot_s: float
+    calibrated: bool = True
+    """False for a GPU the serving fit does not cover (a conservative efficiency is used)."""
 
     def to_dict(self) -> dict:
         """JSON-ready, latencies in ms."""
@@ -196,6 +198,7 @@ def search_inference(
                     output_tokens_per_s_per_user=p.output_tokens_per_s_per_user,
                     ttft_s=p.ttft_s,
                     tpot_s=p.tpot_s,
+                    calibrated=curve.calibrated,
                 )
         if progress:
             progress(i + 1, len(cands))
