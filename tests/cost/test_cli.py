@@ -95,3 +95,39 @@ def test_fleet_plan_cli(tmp_path):
     f.write_text(f.read_text().replace("deadline_days = 10", "deadline_days = 0.01"))
     assert runner.invoke(app, ["fleet", "plan", str(f)]).exit_code == 1
     assert runner.invoke(app, ["fleet", "plan", str(tmp_path / "missing.toml")]).exit_code == 2
+
+
+COMPARE_70B = ["compare", "-m", "llama3-70b", "--tokens", "15T", "-n", "256", "-g", "h100-sxm,b200"]
+
+
+def test_compare_exports_each_gpus_plan_as_launch_arguments():
+    r = runner.invoke(app, [*COMPARE_70B, "--export", "megatron", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    by_gpu = {e["gpu"]: e for e in d["export"]}
+    assert set(by_gpu) == {"h100-sxm", "b200"}
+    rows = {row["hardware"]: row for row in d["comparisons"][0]["rows"]} if "comparisons" in d else None
+    rows = rows or {row["hardware"]: row for row in d["rows"]}
+    for gpu, e in by_gpu.items():
+        layout = rows[gpu]["estimate"]["layout"]
+        assert f"--tensor-model-parallel-size {layout['tp']}" in e["text"]
+        assert f"--pipeline-model-parallel-size {layout['pp']}" in e["text"]
+    bad = runner.invoke(app, [*COMPARE_70B, "--export", "deepspeed"])
+    assert bad.exit_code == 2 and "deepspeed" in bad.output
+
+
+def test_compare_headroom_leaves_memory_and_is_checked():
+    """The headroom is memory each plan leaves free: it shows in the plan's `other` memory, the plan still
+    fits the GPU, and more headroom can only remove plans, never speed one up."""
+    base = json.loads(runner.invoke(app, [*COMPARE_70B, "--json"]).output)
+    roomy = runner.invoke(app, [*COMPARE_70B, "--headroom", "40", "--json"])
+    assert roomy.exit_code == 0, roomy.output
+    roomy = json.loads(roomy.output)
+    for b, r in zip(base["rows"], roomy["rows"], strict=True):
+        if r["feasible"]:
+            mem = r["estimate"]["memory"]
+            assert mem["other_GiB"] >= 40 and mem["total_GiB"] <= mem["capacity_GiB"]
+            assert r["tokens_per_s_per_gpu"] <= b["tokens_per_s_per_gpu"] * (1 + 1e-9)
+    for bad in (["--headroom", "-1"], ["--headroom", "5000"]):
+        r = runner.invoke(app, [*COMPARE_70B, *bad])
+        assert r.exit_code == 2 and "headroom" in r.output

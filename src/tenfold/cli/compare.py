@@ -26,6 +26,8 @@ from tenfold.cost.workloads import (
 )
 from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, TRAINING
 from tenfold.perf.errors import Infeasible
+from tenfold.perf.specs.models import load_model
+from tenfold.perf.training.export import FRAMEWORKS, export_plan
 from tenfold.report.compare import comparison_rows, uncalibrated_note
 
 OWN_OPTION = typer.Option([], "--own", help="owner input KEY=VALUE (pue=1.3, life_years=6, ...)")
@@ -84,6 +86,29 @@ def comparison_tables(c: Comparison) -> list[Table]:
             t.add_row(*(r[i] for i in idx))
         tables.append(t)
     return tables
+
+
+def plan_exports(comps: tuple[Comparison, ...], framework: str) -> list[dict]:
+    """Each training comparison's chosen plans as `framework` launch arguments (perf.training.export), one
+    dict per GPU with a plan: workload title, GPU, framework, text ('' and a reason where the framework
+    cannot express the plan)."""
+    out = []
+    for c in comps:
+        if c.kind != "training":
+            continue
+        layers = load_model(c.workload.model).layers
+        for r in c.rows:
+            if r.estimate is None:
+                continue
+            try:
+                text, reason = export_plan(r.estimate, framework, layers=layers), ""
+            except Infeasible as exc:  # the framework cannot express this plan
+                text, reason = "", str(exc)
+            out.append(
+                {"workload": c.title, "gpu": r.hardware, "framework": framework, "text": text}
+                | ({"reason": reason} if reason else {})
+            )
+    return out
 
 
 def print_comparison(c: Comparison, console: Console, tornado: bool = False) -> None:
@@ -209,6 +234,16 @@ def compare(
     tornado: bool = typer.Option(False, "--tornado", help="also print each GPU's cost sensitivity"),
     report: Path | None = REPORT_OPTION,
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    export: str = typer.Option(
+        "",
+        "--export",
+        help="print each GPU's chosen training plan as launch arguments: megatron|nemo|torchtitan",
+    ),
+    headroom: float | None = typer.Option(
+        None,
+        "--headroom",
+        help="GiB per GPU each plan leaves outside the model (default: what the framework needs)",
+    ),
 ) -> None:
     """Compare GPUs on one workload: GPUs, days, MFU, GPU-hours, rent and own cost, MWh, tCO2, ratios.
 
@@ -222,6 +257,12 @@ def compare(
     """
     console = Console()
     check_inputs(report, num_gpus, deadline_days, seq_len, global_batch, serve=serve, tokens=tokens)
+    if export and export not in FRAMEWORKS:
+        raise fail(f"--export: unknown framework {export!r}; choose one of {', '.join(FRAMEWORKS)}")
+    if export and serve:
+        raise fail("--export prints training plans; it does not apply with --serve")
+    if headroom is not None and (serve or not model):
+        raise fail("--headroom applies to a training comparison of one --model")
     try:
         settings = CostSettings(
             rent_basis=rent_basis,
@@ -254,7 +295,11 @@ def compare(
             if bool(num_gpus) == bool(deadline_days):
                 raise ValueError("give exactly one of --num-gpus or --deadline-days")
             w = TrainingWorkload(
-                model=model, tokens=parse_count(tokens), seq_len=seq_len, global_batch=global_batch
+                model=model,
+                tokens=parse_count(tokens),
+                seq_len=seq_len,
+                global_batch=global_batch,
+                headroom_GiB=headroom,
             )
             job = ("training", w)
         result = run_job(job, gpu_list, num_gpus, deadline_days, common, as_json=as_json)
@@ -266,12 +311,16 @@ def compare(
         from tenfold.report.compare import write_comparison_report
 
         write_comparison_report(result, report)
+    comps = result.comparisons if isinstance(result, ComparisonSet) else (result,)
+    exports = plan_exports(comps, export) if export else []
     if as_json:
-        print_json(result.to_dict())
+        print_json(result.to_dict() | ({"export": exports} if export else {}))
     else:
-        comps = result.comparisons if isinstance(result, ComparisonSet) else (result,)
         for c in comps:
             print_comparison(c, console, tornado=tornado)
+        for e in exports:
+            console.print(f"\n# {e['workload']}: {e['gpu']} ({e['framework']})", style="bold", markup=False)
+            console.print(e["text"] or f"# cannot express this plan: {e['reason']}", markup=False)
         if report is not None:
             console.print(f"report written to {report}")
     if not result.feasible:

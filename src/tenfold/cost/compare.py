@@ -123,6 +123,7 @@ def best_training_at(
             precision=p,
             software=w.software,
             top_k=1,
+            headroom_GiB=w.headroom_GiB,
         )
         tick()
         if r.top:

@@ -82,13 +82,15 @@ def _positive(name: str, v: float) -> None:
 @dataclass(frozen=True, kw_only=True)
 class TrainingWorkload:
     """A pre-training run. Fields: model (catalog name), tokens to train on, seq_len, global_batch
-    (sequences per step), software stack preset, label and source (where the token count comes from)."""
+    (sequences per step), software stack preset, headroom_GiB (memory per GPU each plan leaves outside the
+    model; None: what the framework needs), label and source (where the token count comes from)."""
 
     model: str
     tokens: float
     seq_len: int = TRAINING.seq_len
     global_batch: int = TRAINING.global_batch
     software: str = TRAINING.software
+    headroom_GiB: float | None = None
     label: str = ""
     source: str = ""
 
@@ -100,6 +102,8 @@ class TrainingWorkload:
             v = getattr(self, key)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"{key} must be an integer >= 1, got {v!r}")
+        if self.headroom_GiB is not None and not 0 <= self.headroom_GiB < 1024:
+            raise ValueError(f"headroom_GiB must be 0 to 1,024 GiB, got {self.headroom_GiB!r}")
 
     @property
     def kind(self) -> str:
