@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import typer
@@ -56,8 +57,15 @@ def check_writable_dir(path: Path, flag: str) -> None:
     if path.exists() and not path.is_dir():
         raise ValueError(f"{flag} {str(path)!r} is a file, not a folder")
     existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"{flag} {str(path)!r} is not writable (no write permission on {str(existing)!r})")
+    if not existing.is_dir():
+        raise ValueError(f"{flag} {str(path)!r} is not writable ({str(existing)!r} is a file)")
+    try:  # permission bits do not tell (root, read-only mounts, /proc): try a scratch file, removed at once
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ValueError(
+            f"{flag} {str(path)!r} is not writable ({err.strerror} in {str(existing)!r})"
+        ) from None
 
 
 def check_train_args(*, data: str | None, lr: float, run_dir: Path, out: str, overwrite: bool) -> None:
