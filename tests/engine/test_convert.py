@@ -165,3 +165,35 @@ def test_deferred_initialisation_on_the_meta_device():
     x = torch.randn(8, 64)
     assert torch.equal(lazy(x), ref(x)) and "cpu" in lazy.backend_choice.reason
     assert lazy.plan == ref.plan and int(lazy.sr_step) == 0
+
+
+@pytest.mark.parametrize("name", ["fp8_current", "fp8_delayed", "fp8_rowwise", "nvfp4", "mxfp8"])
+@pytest.mark.parametrize("lead", [(0,), (2, 0)])
+def test_empty_batch_gives_empty_output_and_zero_weight_grad(name, lead):
+    """An MoE expert that receives no tokens: nn.Linear's answer (empty output, zero weight grad)."""
+    m = nn.Sequential(nn.Linear(64, 32))
+    convert(m, name)
+    x = torch.zeros(*lead, 64, requires_grad=True)
+    y = m(x)
+    assert y.shape == (*lead, 32) and y.dtype == x.dtype
+    y.sum().backward()
+    assert torch.equal(m[0].weight.grad, torch.zeros(32, 64)) and torch.equal(m[0].bias.grad, torch.zeros(32))
+
+
+def test_integer_input_raises_like_nn_linear():
+    x = torch.ones(2, 64, dtype=torch.int64)
+    with pytest.raises(RuntimeError):
+        nn.Linear(64, 32)(x)
+    m = nn.Sequential(nn.Linear(64, 32))
+    convert(m, "mxfp8")
+    with pytest.raises(RuntimeError, match="int64"):
+        m(x)
+
+
+def test_converting_twice_says_the_layers_are_already_quantized():
+    m = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64))
+    convert(m, "mxfp8")
+    with pytest.warns(UserWarning, match="2 layers were already quantized"):
+        again = convert(m, "mxfp8")
+    assert again.already_quantized == ("0", "2") and not again.converted
+    assert "already quantized" in again.summary() and again.to_dict()["already_quantized"] == ["0", "2"]

@@ -130,3 +130,13 @@ def test_inputs_with_grad_are_not_tracked():
     x = torch.randn(4, 32, requires_grad=True)
     y = fake_quantize(x, scheme("mxfp8_e4m3"))
     assert not y.requires_grad
+
+
+@pytest.mark.parametrize("name", ["mxint8", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "nvfp4"])
+def test_bits_per_element_match_the_stored_bytes(name):
+    """Element widths of 4 and 8 bits are stored packed: the count must equal what quantize() stores
+    (MX INT8 is a two's-complement byte: 8.25 bits with its E8M0 scale, not 7.25)."""
+    s = scheme(name)
+    q = quantize(torch.randn(4, 256), s)
+    tensor_scale_bytes = 4 if q.amax is not None else 0
+    assert s.bits_per_element() == (q.nbytes - tensor_scale_bytes) * 8 / q.numel

@@ -150,3 +150,41 @@ def test_calibration_batches_are_training_text_no_run_trains_on():
     )
     assert torch.equal(a[1][0], SMALL.batch("train", CALIBRATION_INDEX + 1, 4, 16, 0)[0])
     assert CALIBRATION_INDEX > 100_000  # far beyond the step index of any run the reference trainer makes
+
+
+def test_throughput_leaves_out_the_compiling_warm_up_steps(monkeypatch):
+    """A slow first step (what compilation does) must not set the reported tok/s."""
+    import time
+
+    cfg = TrainConfig(model="tiny", seq_len=32, steps=4, batch_size=4, eval_every=0, timing_warmup_steps=1)
+    tr = Trainer(cfg, dataset=SMALL)
+    step = tr.train_step
+
+    def slow_first() -> dict:
+        if tr.step == 0:
+            time.sleep(2.0)
+        return step()
+
+    monkeypatch.setattr(tr, "train_step", slow_first)
+    res = tr.run()
+    # three timed steps of a tiny model take far less than the 2 s sleep of the excluded one
+    assert res.tokens_per_s > 3 * cfg.tokens_per_step / 2.0
+    assert res.summary()["throughput_warmup_steps_excluded"] == 1 == cfg.timed_from
+    assert TrainConfig(steps=1).timed_from == 0  # a one-step run times its only step
+
+
+def test_cli_refuses_an_earlier_run_folder_unless_overwrite(tmp_path):
+    data = tmp_path / "data.txt"
+    data.write_bytes(b"to be or not to be, that is the question. " * 300)
+    args = ["train", "--model", "tiny", "--seq-len", "32", "--steps", "1", "--batch-size", "2"]
+    args += ["--data", str(data), "--out", str(tmp_path / "runs"), "--telemetry-every", "0", "--json"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    run = tmp_path / "runs" / "bf16"
+    (run / "policy.toml").write_text("[layers]\n")  # what `tenfold sensitivity` left beside the old weights
+    before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2 and "--overwrite" in r.output and "Traceback" not in r.output
+    assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before  # nothing written
+    r = CliRunner().invoke(app, [*args, "--overwrite"])
+    assert r.exit_code == 0, r.output
+    assert not (run / "policy.toml").exists() and (run / "weights.pt").is_file()

@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tenfold.cli.train import check_memory
+
 if TYPE_CHECKING:
     from tenfold.formats import QuantizedTensor
 
@@ -31,6 +33,10 @@ def demo(
     """
     if rows < 1 or cols < 1:
         raise typer.BadParameter(f"rows and cols must be >= 1, got {rows}x{cols}")
+    try:  # the tensor, its working copy, tiles, rounded values, dequantized values and error: fp32 each
+        check_memory(6 * 4 * rows * cols, f"--rows {rows} x --cols {cols}")
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
     # torch is imported here, not at module level, so planning commands start without it
     from tenfold.formats import SCHEME_NAMES, quantize, scheme
     from tenfold.formats.metrics import sqnr_db, weight_like

@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tenfold.cli.train import check_writable_dir
+
 
 def inspect(
     run_dir: str = typer.Argument(..., help="a run folder written by `tenfold train` with telemetry on"),
@@ -24,18 +26,27 @@ def inspect(
 
     Example: tenfold train --recipe nvfp4 --steps 200 --out runs && tenfold inspect runs/nvfp4
     """
-    from tenfold.engine.telemetry.risk import heatmap_grid, load_records, risk_table, rows_to_dicts
-    from tenfold.report.page import write_html
-    from tenfold.report.runs import sqnr_heatmap_chart
-
     if top < 0:
-        raise typer.BadParameter(f"top must be >= 0, got {top}")
+        raise typer.BadParameter(f"--top must be >= 0, got {top}")
+    if not Path(run_dir).is_dir():
+        raise typer.BadParameter(f"RUN_DIR {run_dir!r} is not a folder (a run written by `tenfold train`)")
     page = Path(heatmap) if heatmap else Path(run_dir) / "telemetry_heatmap.html"
     if page.suffix.lower() not in (".html", ".htm"):
         raise typer.BadParameter(
             f"--heatmap {heatmap}: the heat-map is a self-contained HTML page (Plotly), no longer a PNG; "
             "give a path ending in .html"
         )
+    try:
+        if page.is_dir():
+            raise ValueError(f"--heatmap {str(page)!r} is a folder; give a file name ending in .html")
+        check_writable_dir(page.parent, "--heatmap's folder")
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    # torch (through the telemetry reader) only once the arguments are known to be good
+    from tenfold.engine.telemetry.risk import heatmap_grid, load_records, risk_table, rows_to_dicts
+    from tenfold.report.page import write_html
+    from tenfold.report.runs import sqnr_heatmap_chart
+
     try:
         records = load_records(run_dir)
     except ValueError as err:

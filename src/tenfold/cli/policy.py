@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -19,6 +20,9 @@ def policy(
 
     Example: tenfold policy policy.toml --gpu b200
     """
+    if not Path(path).is_file():
+        what = "a folder" if Path(path).is_dir() else "not found"
+        raise typer.BadParameter(f"PATH {path!r} is {what}; give a policy TOML file")
     from tenfold.engine.autoprecision.policy import PrecisionPolicy
 
     try:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tenfold.cli.output import fail, print_json
+from tenfold.cli.train import check_writable_dir
 
 RUN_DIR = typer.Argument(..., help="a run folder from `tenfold train --out DIR` (or DIR itself)")
 OUT = typer.Option(None, "--out", "-o", help="HTML file (default: RUN_DIR/report.html)")
@@ -28,12 +29,16 @@ def report(
     """
     from tenfold.report.runs import load_runs, run_charts, runs_report_html
 
+    path = out or run_dir / "report.html"
     try:
+        if path.is_dir():
+            raise ValueError(f"--out {str(path)!r} is a folder; give an .html file name")
+        if out is not None:
+            check_writable_dir(path.parent, "--out's folder")
         runs = load_runs(run_dir)
         html = runs_report_html(runs, title=f"Training runs in {run_dir}")
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
-    path = out or run_dir / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html, encoding="utf-8")
     charts = run_charts(runs)

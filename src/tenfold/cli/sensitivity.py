@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from tenfold.cli.train import check_writable_dir
 
 if TYPE_CHECKING:  # the engine needs torch: imported inside the command only
     from tenfold.engine.autoprecision.policy import PrecisionPolicy
@@ -43,19 +46,36 @@ def sensitivity(
 
     Example: tenfold train --steps 300 --out runs && tenfold sensitivity runs/bf16 --fp4-fraction 0.75
     """
+    names = tuple(c.strip() for c in candidates.split(",") if c.strip())
+    try:  # everything that needs no model, before torch loads and the minutes-long pass starts
+        if batches < 1:
+            raise ValueError(f"--batches must be >= 1, got {batches}")
+        if top < 0:
+            raise ValueError(f"--top must be >= 0, got {top}")
+        if fp4_fraction is not None and max_loss_increase is not None:
+            raise ValueError("give at most one of --fp4-fraction and --max-loss-increase")
+        if fp4_fraction is not None and not 0 <= fp4_fraction <= 1:
+            raise ValueError(f"--fp4-fraction must be a share of FLOPs in [0, 1], got {fp4_fraction}")
+        if max_loss_increase is not None and not (
+            math.isfinite(max_loss_increase) and max_loss_increase >= 0
+        ):
+            raise ValueError(
+                f"--max-loss-increase must be a finite number >= 0 (nats), got {max_loss_increase}"
+            )
+        if not Path(run_dir).is_dir():
+            raise ValueError(f"RUN_DIR {run_dir!r} is not a folder (a run written by `tenfold train`)")
+        if policy_out is not None:
+            if Path(policy_out).is_dir():
+                raise ValueError(f"--policy-out {policy_out!r} is a folder; give a .toml file name")
+            check_writable_dir(Path(policy_out).parent, "--policy-out's folder")
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
     from tenfold.engine.autoprecision.policy import auto_policy, linear_flops
     from tenfold.engine.autoprecision.sensitivity import SCORES
     from tenfold.engine.autoprecision.sensitivity import sensitivity as measure
     from tenfold.train import ByteDataset, load_corpus, load_trained
 
-    names = tuple(c.strip() for c in candidates.split(",") if c.strip())
     try:
-        if batches < 1:
-            raise ValueError(f"batches must be >= 1, got {batches}")
-        if top < 0:
-            raise ValueError(f"top must be >= 0, got {top}")
-        if fp4_fraction is not None and max_loss_increase is not None:
-            raise ValueError("give at most one of --fp4-fraction and --max-loss-increase")
         want_policy = fp4_fraction is not None or max_loss_increase is not None
         if score not in SCORES:
             raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")

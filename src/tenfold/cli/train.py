@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import typer
@@ -18,6 +22,83 @@ RECIPE_HELP = (
 )
 SIZE_HELP = "model size: tiny, small, base"
 PLOT_NAME = "loss.html"  # loss curves, the runs table and the telemetry heat-map (tenfold.report.runs)
+# what a run folder holds once `train` (and `inspect`, `sensitivity`) wrote it: --overwrite clears these
+RUN_FILES = (
+    "metrics.jsonl",
+    "summary.json",
+    "weights.pt",
+    PLOT_NAME,
+    "telemetry.jsonl",
+    "tb",
+    "policy.toml",
+    "telemetry_heatmap.html",
+)
+
+
+def physical_memory_bytes() -> int:
+    """This machine's RAM (POSIX sysconf; 0 where unknown, which disables the memory checks)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def check_memory(need_bytes: float, what: str) -> None:
+    """Raise ValueError naming `what` when it needs more than this machine's RAM."""
+    have = physical_memory_bytes()
+    if have and need_bytes > have:
+        raise ValueError(
+            f"{what} needs at least {need_bytes / 2**30:,.1f} GiB; this machine has {have / 2**30:,.1f} GiB"
+        )
+
+
+def check_writable_dir(path: Path, flag: str) -> None:
+    """Raise ValueError naming `flag` unless `path` is (or can be created as) a writable folder."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{flag} {str(path)!r} is a file, not a folder")
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise ValueError(f"{flag} {str(path)!r} is not writable ({str(existing)!r} is a file)")
+    try:  # permission bits do not tell (root, read-only mounts, /proc): try a scratch file, removed at once
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ValueError(
+            f"{flag} {str(path)!r} is not writable ({err.strerror} in {str(existing)!r})"
+        ) from None
+
+
+def check_train_args(*, data: str | None, lr: float, run_dir: Path, out: str, overwrite: bool) -> None:
+    """The checks that need no torch, so that a bad flag exits in well under a second."""
+    if not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"--lr must be a finite number > 0, got {lr}")
+    if data is not None:
+        p = Path(data)
+        if p.is_dir():
+            raise ValueError(f"--data {data!r} is a folder; give a text file")
+        if not p.is_file():
+            raise ValueError(f"--data {data!r} does not exist")
+        if not os.access(p, os.R_OK):
+            raise ValueError(f"--data {data!r} is not readable")
+        if p.stat().st_size == 0:
+            raise ValueError(f"--data {data!r} is empty")
+    check_writable_dir(Path(out), "--out")
+    check_writable_dir(run_dir, "--out")
+    if run_dir.is_dir() and any(run_dir.iterdir()) and not overwrite:
+        raise ValueError(
+            f"--out: run folder {str(run_dir)!r} already holds a run; pass --overwrite to replace it "
+            "or choose another --out"
+        )
+
+
+def clear_run(run_dir: Path) -> None:
+    """Remove what an earlier run wrote in `run_dir` (RUN_FILES), so no stale file sits beside new ones."""
+    for name in RUN_FILES:
+        p = run_dir / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def train(
@@ -47,6 +128,9 @@ def train(
         [], "--what-if", help="also record telemetry as if this recipe were used (repeatable)"
     ),
     out: str = typer.Option("runs", help="output folder (a subfolder per recipe)"),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="replace an earlier run in the same folder (its files are removed first)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON (no progress bar)"),
 ) -> None:
     """Train a small GPT (pre-norm, SwiGLU, RoPE) on bytes with a recipe; write metrics and a loss plot
@@ -55,10 +139,17 @@ def train(
     Example: tenfold train --recipe nvfp4 --steps 300 --model tiny --out runs
 
     With --policy FILE.toml each layer the policy lists runs in its own format (nvfp4, mxfp8 or bf16);
-    the run folder is named after the file.
+    the run folder is named after the file. An existing run folder is refused unless --overwrite.
+    The first steps compile the quantization kernels; the reported throughput leaves them out.
     """
+    run_dir = Path(out) / (Path(policy).stem if policy else recipe)  # TrainConfig.label, without torch
+    try:
+        check_train_args(data=data, lr=lr, run_dir=run_dir, out=out, overwrite=overwrite)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
     import torch
 
+    from tenfold.engine.recipes import RECIPE_NAMES
     from tenfold.engine.telemetry.recorder import Recorder
     from tenfold.train import TrainConfig, Trainer
 
@@ -86,16 +177,26 @@ def train(
         if telemetry_every < 0:
             raise ValueError(f"telemetry-every must be >= 0, got {telemetry_every}")
         name = cfg.label
-        run_dir = Path(out) / name
-        recorder = None
-        if telemetry_every:
-            (run_dir / "telemetry.jsonl").unlink(missing_ok=True)  # a rerun replaces the old records
-            recorder = Recorder(run_dir, every=telemetry_every, what_if=tuple(what_if), keep=False)
-        trainer = Trainer(cfg, recorder=recorder)
+        check_memory(cfg.memory_bytes(), f"a {cfg.model} GPT step (d_model, batch-size, seq-len as given)")
+        unknown = [r for r in what_if if r not in RECIPE_NAMES]
+        if unknown:
+            raise ValueError(f"--what-if {unknown[0]!r} is not a recipe; valid: {', '.join(RECIPE_NAMES)}")
+        trainer = Trainer(cfg)
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
+    if overwrite:
+        clear_run(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    recorder = None
+    if telemetry_every:
+        recorder = Recorder(run_dir, every=telemetry_every, what_if=tuple(what_if), keep=False)
+        trainer.attach_recorder(recorder)
     console = Console(stderr=True)
+    if not as_json and cfg.timed_from and (cfg.compile or cfg.policy or cfg.recipe != "bf16"):
+        console.print(
+            f"{name}: the first {cfg.timed_from} step(s) compile the quantization kernels (torch.compile; "
+            "up to a minute or two on a CPU); tok/s leaves them out"
+        )
     with Progress(
         TextColumn(f"[bold]{name}[/]"),
         BarColumn(),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -118,12 +119,14 @@ class ConversionReport:
         n_blocks: number of transformer blocks found with the policy's block pattern.
         hp_blocks: indices of blocks kept in high precision.
         layers: one decision per candidate, in module order.
+        already_quantized: layers that were QuantLinear before this call (left as they are).
     """
 
     recipe: str
     n_blocks: int
     hp_blocks: tuple[int, ...]
     layers: tuple[LayerDecision, ...]
+    already_quantized: tuple[str, ...] = ()
 
     @property
     def converted(self) -> tuple[LayerDecision, ...]:
@@ -140,6 +143,7 @@ class ConversionReport:
             "hp_blocks": list(self.hp_blocks),
             "converted": len(self.converted),
             "kept": len(self.kept),
+            "already_quantized": list(self.already_quantized),
             "layers": [asdict(d) for d in self.layers],
         }
 
@@ -148,8 +152,17 @@ class ConversionReport:
             f"recipe {self.recipe}: {len(self.converted)} layers converted, {len(self.kept)} kept in high "
             f"precision ({self.n_blocks} blocks; high-precision blocks: {list(self.hp_blocks) or 'none'})"
         ]
+        if self.already_quantized:
+            lines.append(f"  {_already_note(self.already_quantized)}")
         lines += [f"  kept {d.name}: {d.reason}" for d in self.kept]
         return "\n".join(lines)
+
+
+def _already_note(names: tuple[str, ...]) -> str:
+    return (
+        f"{len(names)} layers were already quantized (convert() was called on this model before) "
+        "and are left as they are"
+    )
 
 
 def is_conv1d(m: nn.Module) -> bool:
@@ -204,6 +217,15 @@ def convert(
     >>> convert(m, "mxfp8").to_dict()["converted"]
     2
     """
+    already = tuple(n for n, m in model.named_modules() if isinstance(m, QuantLinear))
+    if already:
+        warnings.warn(_already_note(already), stacklevel=2)
+    return replace(_convert(model, recipe, policy), already_quantized=already)
+
+
+def _convert(
+    model: nn.Module, recipe: Recipe | str | Path | PrecisionPolicy, policy: ConversionPolicy | None
+) -> ConversionReport:
     if isinstance(recipe, Path) or (isinstance(recipe, str) and recipe.endswith(".toml")):
         recipe = PrecisionPolicy.load(recipe)
     if isinstance(recipe, PrecisionPolicy):
@@ -280,7 +302,7 @@ def _convert_per_layer(model: nn.Module, pp: PrecisionPolicy, pol: ConversionPol
     for fmt in sorted({f for f in pp.layers.values() if f != "bf16"}):
         mine = tuple(f"^{re.escape(n)}$" for n, f in pp.layers.items() if f == fmt)
         one = replace(pol, include=mine, exclude=(), hp_first_blocks=0, hp_last_blocks=0)
-        rep = convert(model, fmt, policy=one)
+        rep = _convert(model, fmt, one)
         done.update({d.name: d for d in rep.layers if pp.layers.get(d.name) == fmt})
     decisions = []
     for name, m, kind in cands:

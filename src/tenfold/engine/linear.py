@@ -187,7 +187,14 @@ class QuantLinear(nn.Module):
             return F.linear(x, w, self.bias)
         if x.shape[-1] != self.in_features:
             raise ValueError(f"expected input with last dim {self.in_features}, got shape {tuple(x.shape)}")
+        if not x.is_floating_point():  # nn.Linear's RuntimeError for a non-float input, not int garbage
+            raise RuntimeError(
+                f"expected a floating-point input, got {x.dtype} (QuantLinear, recipe {self.recipe.name})"
+            )
         x2 = x.reshape(-1, self.in_features)
+        if x2.shape[0] == 0:  # e.g. an MoE expert given no tokens: nn.Linear's empty output, zero grads
+            b = None if self.bias is None else self.bias.to(w.dtype)
+            return F.linear(x.to(w.dtype), w, b).to(x.dtype)
         training = torch.is_grad_enabled()
         hist = self.amax_history
         if hist is not None and training:

@@ -34,7 +34,13 @@ from tenfold.formats import fp8 as fp8_math
 from tenfold.formats import nvfp4 as nvfp4_math
 from tenfold.formats.blocking import from_working
 from tenfold.formats.compiled import COMPILE_MIN_NUMEL, compiled_copy
-from tenfold.formats.e8m0 import decode_e8m0, quantization_reciprocal, select_exponent
+from tenfold.formats.e8m0 import (
+    NonFinite,
+    decode_e8m0,
+    quantization_reciprocal,
+    scale_amax,
+    select_exponent,
+)
 from tenfold.formats.fake import QUANT_PATHS
 from tenfold.formats.rounding import Rounding, round_to_grid, round_to_grid_fast, sr_noise
 from tenfold.formats.scheme import HADAMARD_SIZE, Family, Scaling
@@ -131,13 +137,15 @@ def _prepare(
     if s.hadamard:
         xp = _rotate(xp, s.hadamard_signs, axis)
     v, dims = _blocked(xp, s, axis)
-    amax = v.abs().amax() if dims is None else v.abs().amax(dim=dims, keepdim=True)
+    # the block amax; FP8 scales span more than a block, so under satfinite they ignore infinities
+    kind = s.nonfinite if s.family not in (Family.MX, Family.NVFP4) else NonFinite.NAN
+    amax = scale_amax(v, kind) if dims is None else scale_amax(v, kind, dim=dims, keepdim=True)
     one = torch.ones((), dtype=torch.float32, device=x.device)
     if s.family == Family.MX:
         code = select_exponent(amax, s.element, s.scale_mode, s.nonfinite)
         return xp, quantization_reciprocal(code, s.scale_mode), decode_e8m0(code), one
     if s.family == Family.NVFP4:
-        amax_t = xp.abs().amax()
+        amax_t = scale_amax(xp, s.nonfinite)
         g_enc = nvfp4_math.global_encode_scale(amax_t)
         g_dec = torch.tensor(1.0) / g_enc
         s_blk = nvfp4_math.block_scales(amax, g_enc, s).to(torch.float32)

@@ -18,6 +18,9 @@ Scale modes (how the block amax picks the exponent):
 
 Non-finite amax: NaN always gives 0xFF. Inf gives 0xFF under the OCP policy (``"nan"``) and 0xFE under
 TE's satfinite policy (``"satfinite"``), which then saturates the block's elements to +-max.
+
+The policy (`NonFinite`) covers every scheme family; `scale_amax` is its one rule for the amax a
+second-level or FP8 scale is computed from (see `NonFinite`).
 """
 
 from __future__ import annotations
@@ -40,10 +43,36 @@ class ScaleMode(StrEnum):
 
 
 class NonFinite(StrEnum):
-    """What a non-finite block amax does to the E8M0 scale."""
+    """What an Inf in the input does to the scales (NaN always propagates: a NaN element stays NaN and a
+    scale computed over it is NaN).
 
-    NAN = "nan"  # OCP MX v1.0: the block scale becomes NaN (0xFF)
-    SATFINITE = "satfinite"  # Transformer Engine: Inf -> 0xFE (2^127), elements saturate; NaN -> 0xFF
+    * ``nan``: the scale over an Inf is non-finite. MX: the block's E8M0 scale is NaN (0xFF; OCP MX v1.0
+      §6.3). NVFP4: TE's reference (`_quantize_blockwise_reference`, reference_nvfp4.py at d0067d0)
+      replaces the zero global encode scale by 1, so codes stay finite, but the decode scale
+      amax / 2688 is Inf and the whole tensor dequantizes non-finite. FP8: TE's
+      `compute_scale_from_amax` gives an Inf amax scale 1, so the Inf saturates and the finite values
+      are cast unscaled.
+    * ``satfinite``: an Inf is a saturated finite value. Its element saturates to +-max (TE casts with
+      PTX `cvt...satfinite`, https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-
+      conversion-instructions-cvt: +-Inf -> +-MAX_NORM); a block scale over it takes the largest finite
+      code (E8M0 0xFE as TE's `float_to_e8m0` gives, E4M3 448 by the clamp of the NVFP4 recipe); the
+      scales shared beyond one block (NVFP4's per-tensor amax, FP8's per-tensor, row and block scales)
+      come from the finite values only (`scale_amax`), so one Inf does not move any other element.
+    """
+
+    NAN = "nan"
+    SATFINITE = "satfinite"
+
+
+def scale_amax(
+    x: torch.Tensor, nonfinite: NonFinite, dim: int | tuple[int, ...] | None = None, keepdim: bool = False
+) -> torch.Tensor:
+    """max |x| (over `dim`, or over everything) for a scale shared beyond one block: under
+    ``satfinite`` infinities count as 0, so the scale comes from the finite values (NaN stays)."""
+    a = x.abs()
+    if nonfinite == NonFinite.SATFINITE:
+        a = torch.where(torch.isinf(a), torch.zeros_like(a), a)
+    return a.amax() if dim is None else a.amax(dim=dim, keepdim=keepdim)
 
 
 def _fields(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

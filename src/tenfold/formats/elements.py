@@ -51,8 +51,9 @@ class ElementFormat:
 
     @property
     def bits(self) -> int:
-        """Total width in bits, sign included."""
-        return 1 + self.ebits + self.mbits
+        """Total width in bits, sign included: 8 for MX INT8, a two's-complement byte (its 127 magnitudes
+        need 7 bits beside the sign; OCP MX v1.0 §5.3.2), 1 + ebits + mbits for the floats."""
+        return 8 if self.is_int else 1 + self.ebits + self.mbits
 
     @property
     def is_int(self) -> bool:

@@ -24,6 +24,7 @@ import torch
 from tenfold.formats import fp8, mx, nvfp4
 from tenfold.formats.blocking import from_working, untile
 from tenfold.formats.compiled import COMPILE_MIN_NUMEL, compiled_copy
+from tenfold.formats.e8m0 import scale_amax
 from tenfold.formats.hadamard import rotate
 from tenfold.formats.quantize import check_input, noise_for, quantize, working_tiles
 from tenfold.formats.scheme import Family, Scaling, Scheme
@@ -43,10 +44,10 @@ def _fused(
     if s.family == Family.MX:
         vals = mx.fake_tiles(t, s, noise)
     elif s.family == Family.NVFP4:
-        vals = nvfp4.fake_tiles(t, xw.abs().amax(), s, noise)
+        vals = nvfp4.fake_tiles(t, scale_amax(xw, s.nonfinite), s, noise)
     else:
         if scale is None:
-            scale = fp8.scale_from_amax(t.abs().amax(dim=-1), s)
+            scale = fp8.scale_from_amax(scale_amax(t, s.nonfinite, dim=-1), s)
         vals = fp8.fake_tiles(t, scale, s, noise)
     xw = untile(vals, s, tuple(xw.shape))
     if s.hadamard:
@@ -94,7 +95,7 @@ def fake_quantize(
     if scheme.scaling == Scaling.DELAYED:
         if state is None:
             raise ValueError(f"{scheme.name}: delayed scaling needs an AmaxHistory passed as state=")
-        state.observe(x.abs().amax().to(torch.float32))
+        state.observe(scale_amax(x, scheme.nonfinite).to(torch.float32))
         scale = state.scale.to(x.device).reshape(1)
     if backend == "compiled" or (backend == "auto" and x.numel() >= COMPILE_MIN_NUMEL):
         return _run_compiled(x, scheme, scale, offset)

@@ -13,9 +13,11 @@ arXiv 2509.25149 §4.3, https://arxiv.org/abs/2509.25149):
 Dequantization follows the GEMM's alpha (TE `qgemm`, torchao `per_tensor_amax_to_scale`):
 x = q * s_blk * (amax_tensor / (448 * 6)).
 
-Non-finite inputs: a NaN anywhere makes the tensor amax, hence every value, NaN; an Inf keeps codes and
-block scales finite (TE replaces the zero encode scale by 1) but makes the decode scale, hence every
-value, non-finite.
+Non-finite inputs (`tenfold.formats.e8m0.NonFinite`): a NaN anywhere makes the tensor amax, hence every
+value, NaN. Under ``nan`` (TE's reference) an Inf keeps codes and block scales finite (TE replaces the
+zero encode scale by 1) but makes the decode scale, hence every value, non-finite. Under ``satfinite``
+the tensor amax is that of the finite values, the Inf's block scale clamps to 448 and the Inf saturates
+to +-6, so it dequantizes to +-(finite tensor amax) and no other block changes.
 
 `min_block_scale` > 0 reproduces torchao's lower clamp of the block scale (2^-6), which TE does not have.
 """

@@ -11,6 +11,7 @@ import torch
 
 from tenfold.formats import fp8, mx, nvfp4
 from tenfold.formats.blocking import tiles, to_working, untile
+from tenfold.formats.e8m0 import scale_amax
 from tenfold.formats.hadamard import rotate
 from tenfold.formats.rounding import Rounding, sr_noise
 from tenfold.formats.scheme import Family, Scaling, Scheme
@@ -52,7 +53,7 @@ def noise_for(
 
 def tile_scale_fp8(t: torch.Tensor, s: Scheme, state: AmaxHistory | None) -> torch.Tensor:
     """Per-tile FP8 scale; delayed scaling takes it from `state` and records this tensor's amax there."""
-    amax = t.abs().amax(dim=-1)
+    amax = scale_amax(t, s.nonfinite, dim=-1)
     if s.scaling == Scaling.DELAYED:
         if state is None:
             raise ValueError(f"{s.name}: delayed scaling needs an AmaxHistory passed as state=")
@@ -81,7 +82,7 @@ def quantize(
         codes, scale_codes = mx.quantize_tiles(t, s, noise)
         codes, scales = mx.store(codes.reshape(xw.shape), scale_codes, s)
     elif s.family == Family.NVFP4:
-        amax = xw.abs().amax()
+        amax = scale_amax(xw, s.nonfinite)
         codes, scales = nvfp4.quantize_tiles(t, amax, s, noise)
         codes = nvfp4.store(_untile_codes(codes, s, xw.shape))
     else:

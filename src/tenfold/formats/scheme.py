@@ -63,7 +63,7 @@ class Scheme:
         scale_mode: E8M0 exponent rule for MX schemes (floor | rceil | ceil | even).
         rounding: element rounding (nearest = RNE | away | stochastic).
         seed: stochastic-rounding seed; same seed and offset give the same bits.
-        nonfinite: MX only: what an Inf block amax does to the scale (nan = OCP 0xFF, satfinite = TE 0xFE).
+        nonfinite: what an Inf input does to the scales, every family (nan | satfinite; see `NonFinite`).
         hadamard: apply the 16-point random Hadamard transform along `axis` before quantizing.
         hadamard_signs: the sign vector S of H = S*H16/4 (default: TE's).
         scaling: tensor family: current or delayed scaling.

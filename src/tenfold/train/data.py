@@ -10,6 +10,7 @@ uninterrupted run would have drawn, with no sampler state to checkpoint.
 
 from __future__ import annotations
 
+import math
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,18 @@ class ByteDataset:
     @classmethod
     def from_bytes(cls, raw: bytes, val_fraction: float = 0.1) -> ByteDataset:
         return cls(data=torch.frombuffer(bytearray(raw), dtype=torch.uint8), val_fraction=val_fraction)
+
+    def check_fits(self, seq_len: int, source: str | None = None) -> None:
+        """Raise ValueError naming the data when a split is too short for windows of `seq_len` bytes."""
+        need = seq_len + 2
+        for split in ("train", "val"):
+            if len(self.part(split)) < need:
+                what = f"data file {source!r}" if source else "the corpus"
+                raise ValueError(
+                    f"{what} has {len(self.data)} bytes: too short for seq_len {seq_len} (each of the train "
+                    f"and validation splits, {1 - self.val_fraction:.0%} / {self.val_fraction:.0%}, needs "
+                    f"{need} bytes; give at least {math.ceil(need / self.val_fraction)} bytes)"
+                )
 
     @property
     def split_at(self) -> int:

@@ -55,6 +55,7 @@ class TrainConfig:
         policy: path of a per-layer precision policy TOML (`tenfold policy` writes one); when set it
             replaces `recipe` and `hp_last_blocks`: each listed layer gets its format, the rest stay bf16.
         compile: wrap the model in torch.compile.
+        timing_warmup_steps: first steps left out of the reported throughput (they compile kernels).
     """
 
     recipe: str = "bf16"
@@ -81,6 +82,7 @@ class TrainConfig:
     hp_last_blocks: int | None = None
     policy: str | None = None
     compile: bool = False
+    timing_warmup_steps: int = 2
 
     def __post_init__(self) -> None:
         if self.recipe not in RECIPE_NAMES:
@@ -90,11 +92,18 @@ class TrainConfig:
         for f in ("steps", "batch_size"):
             if getattr(self, f) < 1:
                 raise ValueError(f"{f} must be >= 1, got {getattr(self, f)}")
-        for f in ("warmup_steps", "eval_every", "weight_decay", "grad_clip", "eval_batches"):
+        for f in (
+            "warmup_steps",
+            "eval_every",
+            "weight_decay",
+            "grad_clip",
+            "eval_batches",
+            "timing_warmup_steps",
+        ):
             if getattr(self, f) < 0:
                 raise ValueError(f"{f} must be >= 0, got {getattr(self, f)}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         if self.backend not in GEMM_BACKENDS:
@@ -122,6 +131,19 @@ class TrainConfig:
     def tokens_per_step(self) -> int:
         return self.batch_size * self.gpt_config().seq_len
 
+    @property
+    def timed_from(self) -> int:
+        """Steps before this one are warm-up, left out of the throughput (at least one step is timed)."""
+        return min(self.timing_warmup_steps, self.steps - 1)
+
+    def memory_bytes(self) -> int:
+        """A lower bound on the host memory a step needs: fp32 weights, gradients and AdamW's two
+        moments (16 bytes per parameter), plus the fp32 activations autograd keeps: per token and block
+        about 8*d_model + 3*d_ff values and the seq_len attention scores per head, and the logits."""
+        g = self.gpt_config()
+        per_token = g.n_layers * (8 * g.d_model + 3 * g.d_ff + g.n_heads * g.seq_len) + 3 * g.vocab_size
+        return 16 * g.n_params + 4 * self.tokens_per_step * per_token
+
 
 @dataclass(frozen=True, kw_only=True)
 class TrainResult:
@@ -132,7 +154,8 @@ class TrainResult:
         steps: per-step rows (step, loss, lr, grad_norm, tokens_per_s).
         evals: validation rows (step, val_loss).
         final_val_loss: validation loss after the last step.
-        tokens_per_s: mean training throughput over the run.
+        tokens_per_s: mean training throughput over the timed steps (after `config.timed_from` warm-up
+            steps, whose compilation would otherwise dominate a short run).
         wall_s: wall-clock seconds of the training loop.
         conversion: what convert() did to the model.
     """
@@ -154,6 +177,7 @@ class TrainResult:
             "final_train_loss": self.steps[-1]["loss"] if self.steps else math.nan,
             "final_val_loss": self.final_val_loss,
             "tokens_per_s": self.tokens_per_s,
+            "throughput_warmup_steps_excluded": self.config.timed_from,
             "wall_s": self.wall_s,
             "converted_layers": len(self.conversion.converted),
             "kept_layers": len(self.conversion.kept),
@@ -171,6 +195,7 @@ class Trainer:
         self.config = config
         cfg = config.gpt_config()
         self.dataset = dataset or ByteDataset.from_bytes(load_corpus(config.data, config.max_corpus_bytes))
+        self.dataset.check_fits(cfg.seq_len, config.data)
         torch.manual_seed(config.seed)
         self.model = GPT(cfg)
         policy = ConversionPolicy(
@@ -180,9 +205,9 @@ class Trainer:
             PrecisionPolicy.load(config.policy) if config.policy else recipe(config.recipe, seed=config.seed)
         )
         self.conversion = convert(self.model, target, policy=policy)
-        self.recorder = recorder
+        self.recorder: Recorder | None = None
         if recorder is not None:
-            recorder.attach(self.model)
+            self.attach_recorder(recorder)
         decay = [p for p in self.model.parameters() if p.ndim >= 2]
         no_decay = [p for p in self.model.parameters() if p.ndim < 2]
         self.optimizer = torch.optim.AdamW(
@@ -196,6 +221,11 @@ class Trainer:
         )
         self.forward = torch.compile(self.model) if config.compile else self.model
         self.step = 0
+
+    def attach_recorder(self, recorder: Recorder) -> None:
+        """Record telemetry from now on (`recorder.attach` on the converted model)."""
+        self.recorder = recorder
+        recorder.attach(self.model)
 
     def lr_at(self, step: int) -> float:
         c = self.config
@@ -285,10 +315,13 @@ class Trainer:
         evals: list[dict[str, float]] = []
         t0 = time.perf_counter()
         train_s = 0.0
+        timed = 0
         while self.step < c.steps:
             ts = time.perf_counter()
             row = self.train_step()
-            train_s += time.perf_counter() - ts
+            if self.step > c.timed_from:
+                train_s += time.perf_counter() - ts
+                timed += 1
             if (c.eval_every and self.step % c.eval_every == 0) or self.step == c.steps:
                 row["val_loss"] = self.evaluate()
                 evals.append({"step": self.step, "val_loss": row["val_loss"]})
@@ -296,7 +329,7 @@ class Trainer:
             if on_step is not None:
                 on_step(row)
         final = evals[-1]["val_loss"] if evals else self.evaluate()
-        n_tokens = c.tokens_per_step * len(rows)
+        n_tokens = c.tokens_per_step * timed
         return TrainResult(
             config=c,
             steps=tuple(rows),

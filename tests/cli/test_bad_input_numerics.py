@@ -1,0 +1,88 @@
+"""Every numerics command x bad inputs: exit 2, a message naming the input, no traceback, nothing written.
+
+Each case runs in a fresh interpreter (`python -m tenfold.cli.main`), so that the timing printed with
+`-s` shows whether the rejection came before torch was imported (no timed assertion: shared CI)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HUGE = "100000000"
+
+
+def cases(tmp: Path) -> list[tuple[str, list[str], str]]:
+    """(id, argv, text the message must contain)."""
+    afile, adir, short = tmp / "a_file", tmp / "a_dir", tmp / "short.txt"
+    run = tmp / "run"
+    return [
+        ("train-out-file", ["train", "--out", str(afile)], "--out"),
+        ("train-out-unwritable", ["train", "--out", "/proc/tenfold-no"], "--out"),
+        ("train-data-dir", ["train", "--data", str(adir), "--out", str(tmp / "o")], "--data"),
+        ("train-data-short", ["train", "--data", str(short), "--out", str(tmp / "o")], "too short"),
+        ("train-data-missing", ["train", "--data", str(tmp / "nope"), "--out", str(tmp / "o")], "--data"),
+        ("train-lr-inf", ["train", "--lr", "inf", "--out", str(tmp / "o")], "--lr"),
+        ("train-lr-nan", ["train", "--lr", "nan", "--out", str(tmp / "o")], "--lr"),
+        ("train-lr-negative", ["train", "--lr", "-1", "--out", str(tmp / "o")], "--lr"),
+        ("train-d-model-huge", ["train", "--d-model", "1048576", "--out", str(tmp / "o")], "GiB"),
+        ("train-batch-huge", ["train", "--batch-size", HUGE, "--out", str(tmp / "o")], "GiB"),
+        ("train-steps-zero", ["train", "--steps", "0", "--out", str(tmp / "o")], "steps"),
+        ("demo-rows-huge", ["demo", "--rows", HUGE, "--cols", HUGE], "--rows"),
+        ("demo-rows-zero", ["demo", "--rows", "0"], "rows"),
+        ("inspect-heatmap-txt", ["inspect", str(run), "--heatmap", str(tmp / "x.txt")], "--heatmap"),
+        ("inspect-heatmap-dir", ["inspect", str(run), "--heatmap", str(tmp / "d.html")], "--heatmap"),
+        ("inspect-run-missing", ["inspect", str(tmp / "nope")], "RUN_DIR"),
+        ("inspect-top-negative", ["inspect", str(run), "--top", "-1"], "--top"),
+        ("sensitivity-fraction", ["sensitivity", str(run), "--fp4-fraction", "1.5"], "--fp4-fraction"),
+        ("sensitivity-fraction-nan", ["sensitivity", str(run), "--fp4-fraction", "nan"], "--fp4-fraction"),
+        (
+            "sensitivity-loss-neg",
+            ["sensitivity", str(run), "--max-loss-increase", "-1"],
+            "--max-loss-increase",
+        ),
+        ("sensitivity-run-file", ["sensitivity", str(afile)], "RUN_DIR"),
+        ("sensitivity-out-dir", ["sensitivity", str(run), "--policy-out", str(adir)], "--policy-out"),
+        ("report-out-dir", ["report", str(run), "--out", str(adir)], "--out"),
+        ("policy-dir", ["policy", str(adir)], "PATH"),
+    ]
+
+
+IDS = [c[0] for c in cases(Path("/x"))]
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    t = tmp_path_factory.mktemp("bad")
+    (t / "a_file").write_text("x")
+    (t / "a_dir").mkdir()
+    (t / "d.html").mkdir()
+    (t / "short.txt").write_bytes(b"too short")
+    (t / "run").mkdir()
+    return t
+
+
+@pytest.mark.parametrize("case_id", IDS)
+def test_bad_input_exits_2_naming_it(case_id: str, tmp: Path) -> None:
+    _, argv, needle = next(c for c in cases(tmp) if c[0] == case_id)
+    before = sorted(p.relative_to(tmp) for p in tmp.rglob("*"))
+    env = {**os.environ, "COLUMNS": "200"}
+    t0 = time.perf_counter()
+    r = subprocess.run(
+        [sys.executable, "-m", "tenfold.cli.main", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    took = time.perf_counter() - t0
+    out = " ".join((r.stdout + r.stderr).replace("│", " ").split())
+    print(f"{case_id}: exit {r.returncode} in {took:.2f} s")
+    assert r.returncode == 2, out
+    assert needle in out, out
+    assert "Traceback" not in out
+    assert sorted(p.relative_to(tmp) for p in tmp.rglob("*")) == before  # nothing written
