@@ -60,7 +60,24 @@ def cases(tmp):
         (["validate", "training", "--runs", str(tmp)], "--runs"),
         (["validate", "training", "--runs", str(header_only)], "header.csv"),
         (["validate", "inference", "--runs", str(header_only)], "header.csv"),
+        (["serve", "--host", "999.1.1.1"], "--host"),
+        (["serve", "--port", "70000"], "--port"),
+        (["compare", "--export", "deepspeed"], "--export"),
+        (["compare", "--headroom", "4"], "--headroom"),
+        (["estimate", "train", "-m", "llama3-70b", "-g", "h100-sxn", "--dp", "8"], "did you mean 'h100-sxm'"),
     ]
+
+
+def test_serve_refuses_a_port_already_taken():
+    """uvicorn reported a taken port only after starting (exit 3): the command now checks first."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        r = runner.invoke(app, ["serve", "--port", str(port)], terminal_width=80)
+    assert r.exit_code == 2 and f"--port {port}" in " ".join(r.output.split())
 
 
 def test_every_bad_input_exits_2_naming_it(tmp_path, capsys):

@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import typer
 from rich.console import Console
 
 from tenfold.cli.output import fail
+
+
+def check_bindable(host: str, port: int) -> None:
+    """Exit 2 naming the input unless `host` resolves to an address of this machine and `port` is free
+    there: bind a socket once and close it, before the server starts (uvicorn reports these as exit 3)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise fail(f"--host {host!r}: not an address or a known host name ({exc})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as exc:
+            raise fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from None
 
 
 def serve(
@@ -21,12 +38,14 @@ def serve(
 
     Example: tenfold serve --port 8000   (then open http://127.0.0.1:8000/)
 
-    Exit codes: 0 stopped cleanly, 2 bad input (port out of range, bad limit).
+    Exit codes: 0 stopped cleanly, 2 bad input (port out of range or taken, a host that is not this
+    machine's, bad limit).
     """
     if not 0 < port < 65536:
         raise fail(f"--port must be 1 to 65535, got {port}")
     if not time_limit_s > 0:
         raise fail(f"--time-limit-s must be > 0, got {time_limit_s}")
+    check_bindable(host, port)
     import uvicorn
 
     from tenfold.web import create_app
