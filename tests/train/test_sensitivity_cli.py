@@ -117,3 +117,11 @@ def test_sensitivity_command_rejects_bad_input(run_dir, extra, message):
 def test_sensitivity_command_needs_a_trained_run(tmp_path):
     r = runner.invoke(app, ["sensitivity", str(tmp_path)], terminal_width=300)
     assert r.exit_code == 2 and "weights.pt" in r.output
+
+
+def test_sensitivity_table_fits_80_columns_without_cutting_a_number(run_dir):
+    r = runner.invoke(app, ["sensitivity", str(run_dir), "--batches", "2"], terminal_width=80)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines and max(len(line) for line in lines) <= 80 and "…" not in r.stdout
+    assert "blocks.0.mlp.fc2" in r.stdout  # layer names whole

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -64,21 +65,26 @@ def inspect(
     if as_json:
         typer.echo(json.dumps({"rows": rows_to_dicts(shown), "heatmap": str(page), "total_rows": len(rows)}))
         return
-    t = Table(title=f"{run_dir}: operands by risk ({len(shown)} of {len(rows)})")
-    for col in ("layer", "gemm.tensor", "recipe", "clipped max", "underflow max", "SQNR min dB", "amax"):
-        left = col in ("layer", "gemm.tensor", "recipe")
-        t.add_column(col, justify="left" if left else "right", no_wrap=True)
+    recipes = sorted({r.recipe for r in shown})
+    title = f"{run_dir}: operands by risk ({len(shown)} of {len(rows)})"
+    if len(recipes) == 1:
+        title += f", {recipes[0]}"
+    t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1))
+    cols = ["layer", "operand", *(["recipe"] if len(recipes) > 1 else []), "clipped max", "underflow max"]
+    for col in (*cols, "SQNR min dB", "amax"):
+        left = col in ("layer", "operand", "recipe")
+        t.add_column(col.replace(" ", "\n"), justify="left" if left else "right", overflow="fold")
     for r in shown:
         sq = "exact" if r.sqnr_db_min is None else f"{r.sqnr_db_min:.1f}"
         t.add_row(
             r.layer,
             f"{r.gemm}.{r.tensor}",
-            r.recipe,
+            *([r.recipe] if len(recipes) > 1 else []),
             f"{r.clip_frac_max:.2%}",
             f"{r.underflow_frac_max:.2%}",
             sq,
             f"{r.amax_last:.3g}",
         )
-    console = Console(width=max(Console().width, 130))
+    console = Console()
     console.print(t)
     console.print(f"heat-map: {page}")

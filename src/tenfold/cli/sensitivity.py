@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -148,22 +149,24 @@ def print_sensitivity(
 ) -> None:
     """The ranked layers as a table, the base loss, and the policy written (when one was)."""
     shown = table.cells(top or None)
-    t = Table(title=f"{run_dir}: layers by loss increase ({len(shown)} of {len(table.rows)} rows)")
-    for col in (
-        "#",
-        "layer",
-        "format",
-        "loss",
-        "delta",
-        "rel.",
-        "output SQNR dB",
-        "grad SQNR dB",
-        "GEMM FLOPs",
-    ):
-        t.add_column(col, justify="left" if col in ("layer", "format") else "right", no_wrap=True)
+    t = Table(
+        title=f"{run_dir}: layers by loss increase ({len(shown)} of {len(table.rows)} rows)",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+    )
+    # the loss itself is the base loss (printed below) plus delta; the gradient column only when measured:
+    # what stays fits 80 columns without cutting or folding a number
+    names = ("#", "layer", "format", "loss", "delta", "rel.", "output SQNR dB", "grad SQNR dB", "GEMM FLOPs")
+    keep = [i for i, n in enumerate(names) if n not in ("#", "loss")]  # rows are in rank order
+    if all(c[names.index("grad SQNR dB")] == "-" for c in shown):
+        keep.remove(names.index("grad SQNR dB"))
+    for i in keep:
+        justify = "left" if names[i] in ("layer", "format") else "right"
+        t.add_column(names[i].replace("output", "out").replace(" ", "\n"), justify=justify, no_wrap=True)
     for cells in shown:
-        t.add_row(*cells)
-    out_console = Console(width=max(Console().width, 110))
+        t.add_row(*(cells[i] for i in keep))
+    out_console = Console()
     out_console.print(t)
     out_console.print(
         f"base loss {table.base_loss:.5f} over {table.n_batches} batches of {tokens_per_step} tokens"

@@ -109,3 +109,10 @@ def test_inspect_a_real_run(tmp_path):
     rows = risk_table(recs)
     assert rows and all(0 <= r.clip_frac_max <= 1 and 0 <= r.underflow_frac_max <= 1 for r in rows)
     assert {r.tensor for r in rows} == {"x", "w", "dy"}
+
+
+def test_inspect_table_fits_80_columns_without_cutting(tmp_path):
+    (tmp_path / "telemetry.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    res = CliRunner().invoke(app, ["inspect", str(tmp_path)], terminal_width=80)
+    assert res.exit_code == 0, res.output
+    assert max(len(line) for line in res.output.splitlines()) <= 80 and "…" not in res.output
