@@ -6,10 +6,9 @@ from __future__ import annotations
 import typer
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json, progress_bar
 from tenfold.cost.claims.nvidia import ClaimsReport, Decomposition, check_claims
 from tenfold.perf.errors import Infeasible
 
@@ -90,18 +89,9 @@ def claims(
     Example: tenfold claims --json > claims.json
     """
     console = Console()
-    with Progress(
-        TextColumn("checking claims"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-        disable=as_json,
-    ) as bar:
-        task = bar.add_task("claims", total=4)
+    with progress_bar("checking claims", hidden=as_json) as progress:
         try:
-            result = check_claims(progress=lambda done, total: bar.update(task, completed=done, total=total))
+            result = check_claims(progress=progress)
         except Infeasible as exc:  # a scenario of the claims found no layout that fits
             raise fail(str(exc), EXIT_INFEASIBLE) from None
     if as_json:

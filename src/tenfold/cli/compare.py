@@ -10,10 +10,9 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json, writable_file
+from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json, progress_bar, writable_file
 from tenfold.cost.compare import compare_default, compare_training
 from tenfold.cost.compare_serving import compare_serving
 from tenfold.cost.results import Comparison, ComparisonSet
@@ -175,20 +174,7 @@ def check_inputs(
 
 def run_job(job, gpu_list, num_gpus, deadline_days, common, *, as_json: bool) -> Comparison | ComparisonSet:
     """Run the comparison `job` (kind, workload) with a progress bar on stderr (none under --json)."""
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-        disable=as_json,
-    ) as bar:
-        task = bar.add_task("searching layouts", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
+    with progress_bar("searching layouts", hidden=as_json) as progress:
         if job[0] == "default":
             result: Comparison | ComparisonSet = compare_default(gpu_list, progress=progress, **common)
         elif job[0] == "serving":

@@ -9,10 +9,9 @@ from pathlib import Path
 import typer
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json, readable_file
+from tenfold.cli.output import EXIT_INFEASIBLE, fail, print_json, progress_bar, readable_file
 from tenfold.cost.fleet import FleetPlan, Plan, load_fleet, plan_fleet
 from tenfold.perf.errors import Infeasible
 
@@ -77,17 +76,8 @@ def plan(
         spec = load_fleet(file)
         if objective:
             spec = replace(spec, objective=objective)
-        with Progress(
-            TextColumn("jobs x pools"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=True,
-            disable=as_json,
-        ) as bar:
-            task = bar.add_task("fleet", total=None)
-            result = plan_fleet(spec, progress=lambda d, t: bar.update(task, completed=d, total=t))
+        with progress_bar("jobs x pools", hidden=as_json) as progress:
+            result = plan_fleet(spec, progress=progress)
     except (ValueError, OSError) as exc:
         raise fail(f"{file}: {exc}") from exc
     except Infeasible as exc:  # the serving search found nothing that runs

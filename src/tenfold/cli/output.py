@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tenfold.report.format import json_clean
 
@@ -64,3 +67,20 @@ def readable_file(flag: str, path: Path | str) -> Path:
     if not os.access(p, os.R_OK):
         raise fail(f"{flag} {p}: not readable")
     return p
+
+
+@contextmanager
+def progress_bar(label: str, *, hidden: bool, unit: str = "") -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr for long work, as the `progress(done, total)` callback the library calls;
+    `hidden` (under --json) draws nothing. `unit` follows the count, e.g. "(tp, pp, cp)"."""
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}" + (f" {unit}" if unit else "")),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=hidden,
+    ) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json
+from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json, progress_bar
 from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, MAX_VP, TRAINING
 from tenfold.perf.errors import Infeasible
 from tenfold.perf.specs.models import load_model
@@ -56,20 +55,10 @@ def train(
     check_range("--global-batch", global_batch, 1, MAX_BATCH)
     check_range("--top", top, 1)
     check_range("--max-vp", max_vp, 1, MAX_VP)
-    console = Console(stderr=True)
     try:
         if export and export not in FRAMEWORKS:
             raise ValueError(f"unknown --export {export!r}; choose one of {', '.join(FRAMEWORKS)}")
-        with Progress(
-            TextColumn("searching"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} (tp, pp, cp)"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=as_json,
-        ) as bar:
-            task = bar.add_task("search", total=None)
+        with progress_bar("searching", hidden=as_json, unit="(tp, pp, cp)") as progress:
             result = search_training(
                 model,
                 gpu,
@@ -81,7 +70,7 @@ def train(
                 top_k=top,
                 max_vp=max_vp,
                 headroom_GiB=headroom,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                progress=progress,
             )
     except ValueError as exc:
         raise fail(str(exc)) from None
