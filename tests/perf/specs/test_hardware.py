@@ -113,3 +113,5 @@ def test_an_unknown_or_ambiguous_name_is_refused_with_suggestions():
         load_hardware("h100-sxn")
     with pytest.raises(ValueError, match="unknown hardware entry 'mi3'"):  # mi300x, mi325x, mi355x
         load_hardware("mi3")
+    with pytest.raises(ValueError, match="unknown hardware entry 'h10'"):  # not a whole word of a name
+        load_hardware("h10")

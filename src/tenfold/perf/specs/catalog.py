@@ -82,8 +82,8 @@ def _spelling(name: str) -> str:
 
 def match_entry(kind: str, name: str) -> str | None:
     """The catalog entry a user's spelling of `name` means, or None: the exact name, the same name spelt
-    another way, or the one entry it is the start of ('h100' -> 'h100-sxm'; an ambiguous start matches
-    nothing)."""
+    another way, or the one entry whose leading words it is ('h100' -> 'h100-sxm'; 'h10' or an ambiguous
+    start matches nothing)."""
     entries = catalog_entries(kind)
     key = name.strip().lower()
     if key in entries:
@@ -92,8 +92,9 @@ def match_entry(kind: str, name: str) -> str | None:
     same = [e for e in entries if _spelling(e) == spelt]
     if len(same) == 1:
         return same[0]
-    start = [e for e in entries if _spelling(e).startswith(spelt)]
-    return start[0] if len(start) == 1 and len(spelt) >= 3 else None
+    # whole leading words of an entry name only: 'h100' is h100-sxm, 'h10' is nothing
+    words = [e for e in entries if any(_spelling("-".join(e.split("-")[:k])) == spelt for k in range(1, 4))]
+    return words[0] if len(words) == 1 else None
 
 
 def resolve(kind: str, name_or_path: str | Path) -> Traversable | Path:
