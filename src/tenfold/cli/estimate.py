@@ -182,23 +182,20 @@ def infer(
 def estimate_tables(e: TrainingEstimate) -> list[Table]:
     """Summary, step-time breakdown and memory tables for one estimate."""
     head = Table(
-        title=f"{e.model} on {e.num_gpus} x {e.hardware}: {e.layout.describe()} ({e.precision}, {e.software})"
+        title=f"{e.model} on {e.num_gpus} x {e.hardware}: {e.layout.describe()} ({e.software}); "
+        f"global batch {e.global_batch:,} x {e.seq_len:,} tokens, {e.precision}"
+        + ("" if e.calibrated else " (uncalibrated)")
     )
-    for col in (
-        "step s",
-        "tokens/s/GPU",
-        "model TFLOP/s/GPU",
-        "MFU (bf16 peak)",
-        f"MFU ({e.precision} peak)",
-        "feasible",
-    ):
+    mfu = [("MFU (bf16 peak)", e.mfu_bf16)]
+    if e.precision != "bf16":  # the same column twice otherwise
+        mfu.append((f"MFU ({e.precision} peak)", e.mfu_precision))
+    for col in ("step s", "tokens/s/GPU", "model TFLOP/s/GPU", *(name for name, _ in mfu), "feasible"):
         head.add_column(col.replace(" ", "\n"), justify="right", overflow="fold")
     head.add_row(
         fmt_number(e.step_time_s, ".3f"),
         fmt_number(e.tokens_per_s_per_gpu, ",.0f"),
         fmt_number(e.model_tflops_per_gpu, ",.0f"),
-        fmt_number(e.mfu_bf16, ".1%"),
-        fmt_number(e.mfu_precision, ".1%"),
+        *(fmt_number(v, ".1%") for _, v in mfu),
         "yes" if e.feasible else f"[red]no[/red]: {e.reason}",
     )
     tables = [head]

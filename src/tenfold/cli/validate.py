@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -100,17 +101,19 @@ def show_report(report: ValidationReport, *, title: str, as_json: bool, sample: 
         print_json({**report.to_dict(), "accuracy": sample})
         return
     console = Console()
-    t = Table(title=title)
-    for col in ("id", "gpu", "GPUs", "metric", "rel.", "measured", "predicted", "error", "layout used"):
-        t.add_column(col, justify="right" if col in ("GPUs", "measured", "predicted", "error") else "left")
+    # numbers never wrap or get cut; the text columns fold, so the table fits 80 columns
+    t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    numbers = ("GPUs", "measured", "predicted", "error")
+    for col in ("id, GPU, metric (reliability)", *numbers, "layout used"):
+        if col in numbers:
+            t.add_column(col, justify="right", no_wrap=True)
+        else:
+            t.add_column(col, overflow="fold", ratio=1)
     for r in report.rows:
         colour = "green" if abs(r.error) <= 0.05 else "yellow" if abs(r.error) <= 0.15 else "red"
         t.add_row(
-            r.id,
-            r.gpu,
+            f"{r.id}\n{r.gpu}, {r.metric} ({r.reliability})",
             str(r.num_gpus),
-            r.metric,
-            r.reliability,
             f"{r.measured:.4g}",
             f"{r.predicted:.4g}",
             f"[{colour}]{r.error:+.1%}[/{colour}]",
