@@ -169,3 +169,15 @@ def test_validate_inference_json_and_table(tmp_path):
     assert t.exit_code == 0 and "mean absolute percentage error" in t.output and "not predicted" in t.output
     missing = runner.invoke(app, ["validate", "inference", "--runs", str(tmp_path / "none.csv")])
     assert missing.exit_code == 2
+
+
+def test_estimate_train_states_its_assumptions_and_marks_uncalibrated_hardware():
+    base = ["estimate", "train", "-m", "llama3-70b", "--tp", "8", "--pp", "2", "--dp", "4"]
+    wide = {"COLUMNS": "200"}
+    h100 = runner.invoke(app, [*base, "-g", "h100-sxm"], env=wide)
+    assert h100.exit_code == 0, h100.output
+    text = " ".join(h100.output.split())  # the title may wrap
+    assert "global batch 2,048 x 8,192 tokens, bf16" in text and "uncalibrated" not in text
+    assert h100.output.count("(bf16") == 1  # the MFU column once under bf16 (headers wrap at spaces)
+    mi = runner.invoke(app, [*base, "-g", "mi300x", "--precision", "fp8"], env=wide)
+    assert "fp8 (uncalibrated)" in " ".join(mi.output.split()) and "(fp8" in mi.output
