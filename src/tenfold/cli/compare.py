@@ -126,8 +126,9 @@ def print_comparison(c: Comparison, console: Console, tornado: bool = False) -> 
     else:
         how = f"speedup = {c.baseline} GPU-hours / GPU-hours, each at the fewest GPUs meeting the deadline"
     console.print(f"  {how}; carbon at {c.grid_g_per_kWh:g} g CO2/kWh", style="dim")
-    if uncalibrated_note(c):
-        console.print(f"  {escape(uncalibrated_note(c))}", style="yellow")
+    note = uncalibrated_note(c)
+    if note:
+        console.print(f"  {escape(note)}", style="yellow")
     if tornado:
         for r in c.rows:
             if r.money and r.money.tornado_own:

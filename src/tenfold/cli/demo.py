@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tenfold.cli.train import check_memory
+from tenfold.cli.output import check_memory
 
 if TYPE_CHECKING:
     from tenfold.formats import QuantizedTensor

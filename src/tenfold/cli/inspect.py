@@ -10,7 +10,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tenfold.cli.train import check_writable_dir
+from tenfold.cli.output import check_writable_dir
 
 
 def inspect(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,6 +43,39 @@ def check_range(flag: str, value: float, lo: float, hi: float = math.inf) -> Non
         raise fail(f"{flag} must be {allowed}, got {value!r}")
 
 
+def physical_memory_bytes() -> int:
+    """This machine's RAM (POSIX sysconf; 0 where unknown, which disables the memory checks)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def check_memory(need_bytes: float, what: str) -> None:
+    """Raise ValueError naming `what` when it needs more than this machine's RAM."""
+    have = physical_memory_bytes()
+    if have and need_bytes > have:
+        raise ValueError(
+            f"{what} needs at least {need_bytes / 2**30:,.1f} GiB; this machine has {have / 2**30:,.1f} GiB"
+        )
+
+
+def check_writable_dir(path: Path, flag: str) -> None:
+    """Raise ValueError naming `flag` unless `path` is (or can be created as) a writable folder."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{flag} {str(path)!r} is a file, not a folder")
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise ValueError(f"{flag} {str(path)!r} is not writable ({str(existing)!r} is a file)")
+    try:  # permission bits do not tell (root, read-only mounts, /proc): try a scratch file, removed at once
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ValueError(
+            f"{flag} {str(path)!r} is not writable ({err.strerror} in {str(existing)!r})"
+        ) from None
+
+
 def writable_file(flag: str, path: Path | str) -> Path:
     """`path` as a file this command may write (checked before any work): not a directory, in an existing
     folder, writable. Raises the bad-input exit naming `flag` otherwise."""
@@ -51,7 +85,11 @@ def writable_file(flag: str, path: Path | str) -> Path:
         raise fail(f"{flag} {p}: is a directory; give a file name")
     if not folder.is_dir():
         raise fail(f"{flag} {p}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+    try:
+        check_writable_dir(folder, flag)
+    except ValueError as err:
+        raise fail(str(err)) from None
+    if p.exists() and not os.access(p, os.W_OK):
         raise fail(f"{flag} {p}: not writable")
     return p
 

@@ -8,8 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tenfold.cli.output import fail, print_json
-from tenfold.cli.train import check_writable_dir
+from tenfold.cli.output import check_writable_dir, fail, print_json
 
 RUN_DIR = typer.Argument(..., help="a run folder from `tenfold train --out DIR` (or DIR itself)")
 OUT = typer.Option(None, "--out", "-o", help="HTML file (default: RUN_DIR/report.html)")

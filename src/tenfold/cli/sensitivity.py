@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tenfold.cli.train import check_writable_dir
+from tenfold.cli.output import check_writable_dir
 
 if TYPE_CHECKING:  # the engine needs torch: imported inside the command only
     from tenfold.engine.autoprecision.policy import PrecisionPolicy

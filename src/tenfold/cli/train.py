@@ -6,13 +6,14 @@ import json
 import math
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from tenfold.cli.output import check_memory, check_writable_dir
 
 # torch and the engine are imported inside the command, so that `tenfold` starts without torch for the
 # planning commands; the help therefore names the recipes and sizes itself (a test keeps it in sync).
@@ -33,39 +34,6 @@ RUN_FILES = (
     "policy.toml",
     "telemetry_heatmap.html",
 )
-
-
-def physical_memory_bytes() -> int:
-    """This machine's RAM (POSIX sysconf; 0 where unknown, which disables the memory checks)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
-def check_memory(need_bytes: float, what: str) -> None:
-    """Raise ValueError naming `what` when it needs more than this machine's RAM."""
-    have = physical_memory_bytes()
-    if have and need_bytes > have:
-        raise ValueError(
-            f"{what} needs at least {need_bytes / 2**30:,.1f} GiB; this machine has {have / 2**30:,.1f} GiB"
-        )
-
-
-def check_writable_dir(path: Path, flag: str) -> None:
-    """Raise ValueError naming `flag` unless `path` is (or can be created as) a writable folder."""
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{flag} {str(path)!r} is a file, not a folder")
-    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
-    if not existing.is_dir():
-        raise ValueError(f"{flag} {str(path)!r} is not writable ({str(existing)!r} is a file)")
-    try:  # permission bits do not tell (root, read-only mounts, /proc): try a scratch file, removed at once
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as err:
-        raise ValueError(
-            f"{flag} {str(path)!r} is not writable ({err.strerror} in {str(existing)!r})"
-        ) from None
 
 
 def check_train_args(*, data: str | None, lr: float, run_dir: Path, out: str, overwrite: bool) -> None:
