@@ -251,7 +251,7 @@ def inference_claim(
         if progress:
             progress(i + 1, len(chain) + 4)
         if s.best is None:
-            raise ValueError(f"{label}: {s.reason}")
+            raise Infeasible(f"{label}: {s.reason}")
         t.append(s.best.output_tokens_per_s_per_gpu)
         steps.append(
             Step(
