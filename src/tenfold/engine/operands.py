@@ -59,6 +59,5 @@ OPERANDS: tuple[Operand, ...] = (
     Operand(gemm="wgrad", side="a", tensor="dy", axis=0),
     Operand(gemm="wgrad", side="b", tensor="x", axis=0),
 )
-# (gemm, side) -> the operand's tensor and blocked axis: lookups by key into the table above
-OPERAND_TENSORS = {(o.gemm, o.side): o.tensor for o in OPERANDS}
+# (gemm, side) -> the operand's blocked axis: lookups by key into the table above
 OPERAND_AXIS = {(o.gemm, o.side): o.axis for o in OPERANDS}
