@@ -62,6 +62,8 @@ def test_research_schema_without_extension_columns_still_works(tmp_path):
             "recompute_layers",
             "dense_layers",
             "assumptions",
+            "source",
+            "split",
         )
     ]
     out = tmp_path / "runs.csv"
