@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -32,12 +33,23 @@ RELIABILITY_WEIGHT = {"high": 1.0, "medium": 0.5, "low": 0.25}
 ERROR_CAP = 0.5
 
 
-def nelder_mead(f, x0: np.ndarray, *, step: float = 0.3, iters: int = 600, tol: float = 1e-6) -> np.ndarray:
-    """Minimise f from x0 (Nelder & Mead 1965, standard coefficients). Plain and dependency-free."""
+def nelder_mead(
+    f,
+    x0: np.ndarray,
+    *,
+    step: float = 0.3,
+    iters: int = 600,
+    tol: float = 1e-6,
+    progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    """Minimise f from x0 (Nelder & Mead 1965, standard coefficients). Plain and dependency-free.
+    `progress(i)` is called after iteration i (for a progress bar)."""
     n = len(x0)
     simplex = [x0.astype(float)] + [x0 + step * np.eye(n)[i] for i in range(n)]
     values = [f(x) for x in simplex]
-    for _ in range(iters):
+    for it in range(iters):
+        if progress is not None:
+            progress(it)
         order = np.argsort(values)
         simplex = [simplex[i] for i in order]
         values = [values[i] for i in order]
@@ -78,12 +90,14 @@ def fit_calibration(
     restarts: int = 2,
     exclude: frozenset[str] = frozenset(),
     kind: str = "training",
+    progress: Callable[[int, int], None] | None = None,
 ) -> Calibration:
     """Fit the free parameters on validation cases (default: the shipped rows), leaving out `exclude` ids.
 
     Objective: reliability-weighted mean |predicted/measured - 1| over the rows that can be predicted,
     each row's error capped at `ERROR_CAP` so that one unexplained outlier cannot move every efficiency.
     `kind` picks the model: "training" (training_runs.csv) or "inference" (inference_runs.csv).
+    `progress(done, total)` is called as the search advances (iterations over all restarts).
     """
     validate = _validator(kind)
     cases = validate.load_cases() if cases is None else cases
@@ -98,8 +112,9 @@ def fit_calibration(
         return float(np.sum(weights * errs) / np.sum(weights))
 
     x = start.to_vector()
-    for _ in range(restarts):
-        x = nelder_mead(objective, x, iters=iters)
+    for r in range(restarts):
+        tick = None if progress is None else (lambda i, r=r: progress(r * iters + i + 1, restarts * iters))
+        x = nelder_mead(objective, x, iters=iters, progress=tick)
     fitted = start.from_vector(x)
     info = dict(start.fit) | {
         "rows": len(cases),
