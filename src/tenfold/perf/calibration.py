@@ -15,6 +15,9 @@ Parameters (all dimensionless fractions unless named otherwise):
   device-to-host synchronisation on the per-expert token counts, and the router / top-k / permutation
   kernel chain around it (Megatron-Core's all-to-all dispatcher), microseconds.
 
+`uncertainty` (optional `[uncertainty]` section): the spread of the model's cross-validated error, from
+which every estimate's 80 % interval comes (`tenfold.perf.uncertainty`).
+
 Fixed, not fitted: per-step latencies of the links, and the GEMM efficiency used for an architecture
 the validation set does not cover. No parameter is per row or per model.
 
@@ -44,6 +47,7 @@ import numpy as np
 from tenfold.perf.comm import Links
 from tenfold.perf.specs.catalog import data_dir, read_toml
 from tenfold.perf.specs.hardware import Hardware
+from tenfold.perf.uncertainty import Uncertainty, uncertainty_from_dict, uncertainty_to_toml
 
 # An architecture without its own fitted value borrows its predecessor's (Blackwell Ultra -> Blackwell).
 ARCH_FALLBACK = {"blackwell-ultra": "blackwell", "cdna4": "cdna3"}
@@ -94,6 +98,7 @@ class Calibration:
     scaleup_latency_us: float = 3.0
     scaleout_latency_us: float = 8.0
     fallback_gemm_efficiency: float = 0.65
+    uncertainty: Uncertainty | None = field(default=None, compare=False)
     fit: MappingProxyType = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __post_init__(self) -> None:
@@ -216,6 +221,7 @@ def calibration_from_dict(d: dict, *, kind: str = "training") -> Calibration:
     return calibration_kind(kind)(
         gemm_efficiency=MappingProxyType({str(k): float(v) for k, v in d["gemm_efficiency"].items()}),
         fit=MappingProxyType(dict(d.get("fit", {}))),
+        uncertainty=uncertainty_from_dict(d["uncertainty"]) if "uncertainty" in d else None,
         **{k: float(v) for k, v in p.items()},
         **{k: float(v) for k, v in fixed.items()},
     )
@@ -245,6 +251,8 @@ def calibration_to_toml(cal: Calibration, *, header: str = "") -> str:
         f"{k} = {getattr(cal, k)}"
         for k in ("scaleup_latency_us", "scaleout_latency_us", "fallback_gemm_efficiency")
     ]
+    if cal.uncertainty is not None:
+        lines += ["", *uncertainty_to_toml(cal.uncertainty)]
     if cal.fit:
         lines += ["", "[fit]"]
         for k, v in cal.fit.items():

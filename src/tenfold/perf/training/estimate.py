@@ -7,7 +7,7 @@ as the search (`step.evaluate_plans`) on a one-plan `PlanGrid`, so the search an
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from tenfold.perf.training.layout import Layout, layout_problems
 from tenfold.perf.training.memory import FIXED_OVERHEAD_BYTES
 from tenfold.perf.training.stack import Stack, stack
 from tenfold.perf.training.step import evaluate_plans
+from tenfold.perf.uncertainty import group_key
 
 BREAKDOWN = ("compute", "tp", "cp", "ep", "pp", "fsdp", "bubble", "dp", "optimizer")
 MEMORY = ("weights", "grads", "optimizer", "activations", "other")
@@ -65,6 +66,10 @@ class TrainingEstimate:
     model_tflops_per_gpu counts model FLOPs only (6 per active matmul weight per token + causal attention,
     no recomputation: NVIDIA's convention); mfu_bf16 divides by the dense BF16 peak, mfu_precision by the
     dense peak of the precision the block GEMMs use.
+
+    interval: the 80 % range of tokens_per_s_per_gpu, from the calibration's cross-validated error for
+    this GPU generation and dense/MoE model (`uncertainty_group`); interval_factor f gives the same range for
+    any throughput or time v as [v / f, v x f]. NaN when the calibration carries no uncertainty.
     """
 
     model: str
@@ -88,6 +93,9 @@ class TrainingEstimate:
     memory: MemoryBreakdown | None
     calibrated: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
+    interval: tuple[float, float] = (math.nan, math.nan)
+    interval_factor: float = math.nan
+    uncertainty_group: str = ""
 
     def raise_if_infeasible(self) -> TrainingEstimate:
         """This estimate, or `Infeasible` with the reason when the plan cannot run."""
@@ -154,7 +162,9 @@ def estimate_training(
             f"lowest fitted {prec.bits_class}-bit efficiency, {cal.gemm(hw.arch, prec.bits_class):.2f}",
         )
     )
+    group = group_key(hw.arch, model.is_moe)
     base = dict(
+        uncertainty_group=group,
         model=model.name,
         hardware=hw.name,
         layout=layout,
@@ -196,7 +206,14 @@ def estimate_training(
     v = {k: float(np.asarray(a).ravel()[0]) for k, a in out.items()}
     v["memory_B"] += extra_B
     v["other_B"] += extra_B
-    return _result(model, hw, prec, v, base)
+    est = _result(model, hw, prec, v, base)
+    if cal.uncertainty is None:
+        return est
+    return replace(
+        est,
+        interval=cal.uncertainty.interval(est.tokens_per_s_per_gpu, group),
+        interval_factor=cal.uncertainty.factor(group),
+    )
 
 
 def headroom_extra_bytes(headroom_GiB: float | None) -> float:

@@ -91,6 +91,8 @@ def fit_calibration(
     exclude: frozenset[str] = frozenset(),
     kind: str = "training",
     progress: Callable[[int, int], None] | None = None,
+    prior: Calibration | None = None,
+    penalty: float = 0.0,
 ) -> Calibration:
     """Fit the free parameters on validation cases (default: the shipped rows), leaving out `exclude` ids.
 
@@ -98,18 +100,28 @@ def fit_calibration(
     each row's error capped at `ERROR_CAP` so that one unexplained outlier cannot move every efficiency.
     `kind` picks the model: "training" (training_runs.csv) or "inference" (inference_runs.csv).
     `progress(done, total)` is called as the search advances (iterations over all restarts).
+    Rows whose split is "holdout" are never fitted on. With a `prior` (a calibration of physical defaults,
+    e.g. measured kernel efficiencies) the objective adds `penalty` x the mean squared distance of the free
+    parameters from the prior's in their transformed (logit) space, so a parameter the rows barely constrain
+    stays near the prior instead of absorbing noise; `start` defaults to the prior when one is given.
     """
     validate = _validator(kind)
     cases = validate.load_cases() if cases is None else cases
-    cases = [c for c in cases if c.reason == "" and c.id not in exclude]
-    start = start or load_calibration(kind=kind)
+    cases = [c for c in cases if c.reason == "" and c.id not in exclude and c.split != "holdout"]
+    start = start or prior or load_calibration(kind=kind)
+    anchor = prior.to_vector() if prior is not None else None
     weights = np.array([RELIABILITY_WEIGHT.get(c.reliability, 0.5) for c in cases])
 
-    def objective(x: np.ndarray) -> float:
+    def data_term(x: np.ndarray) -> float:
         cal = start.from_vector(x)
         errs = np.array([abs(validate.predict_case(c, cal).error) for c in cases])
         errs = np.minimum(np.where(np.isfinite(errs), errs, ERROR_CAP), ERROR_CAP)
         return float(np.sum(weights * errs) / np.sum(weights))
+
+    def objective(x: np.ndarray) -> float:
+        if anchor is None or penalty <= 0:
+            return data_term(x)
+        return data_term(x) + penalty * float(np.mean((x - anchor) ** 2))
 
     x = start.to_vector()
     for r in range(restarts):
@@ -118,7 +130,7 @@ def fit_calibration(
     fitted = start.from_vector(x)
     info = dict(start.fit) | {
         "rows": len(cases),
-        "objective_value": round(objective(x), 5),
+        "objective_value": round(data_term(x), 5),
         "date": datetime.date.today().isoformat(),
         "objective": "reliability-weighted MAPE, errors capped at 50%",
     }

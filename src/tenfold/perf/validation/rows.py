@@ -82,3 +82,17 @@ def read_rows(path: str | Path, required: tuple[str, ...]) -> list[dict[str, str
         if missing:
             raise ValueError(f"{path}: missing columns {', '.join(missing)}")
         return list(reader)
+
+
+SPLITS = ("fit", "holdout")
+
+
+def row_origin(row: dict[str, str]) -> dict[str, str]:
+    """The row's `source` group (cross-validation holds a group out together; default: its source URL
+    without the fragment) and `split` ("fit", or "holdout": kept aside, never fitted on).
+    ValueError naming the row for any other split."""
+    source = (row.get("source") or "").strip() or (row.get("source_url") or "").split("#")[0].strip()
+    split = (row.get("split") or "").strip() or "fit"
+    if split not in SPLITS:
+        raise ValueError(f"row {row.get('id', '?')!r}: split {split!r} is not one of {', '.join(SPLITS)}")
+    return {"source": source or "unknown", "split": split}

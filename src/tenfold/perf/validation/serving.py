@@ -35,7 +35,7 @@ from tenfold.perf.serving.query import ServingQuery
 from tenfold.perf.serving.results import Deployment
 from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.specs.hardware import list_hardware
-from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model
+from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model, row_origin
 from tenfold.perf.validation.training import (
     RowResult,
     ValidationReport,
@@ -86,6 +86,8 @@ class ServingCase:
     measured: float
     reliability: str
     source_url: str
+    source: str = ""
+    split: str = "fit"
     reason: str = ""
     query: ServingQuery | None = None
     concurrency: int | None = None
@@ -107,6 +109,7 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
         measured=float(row["value"]) if _cell(row, "value") else math.nan,
         reliability=_cell(row, "reliability") or "unknown",
         source_url=row.get("source_url", ""),
+        **row_origin(row),
     )
     missing = [k for k in REQUIRED if not _cell(row, k)]
     if missing:
@@ -218,6 +221,7 @@ def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
         fits_memory=est.feasible,
         memory_GiB=est.weights_GiB + est.workspace_GiB + max(est.kv_budget_GiB, 0.0),
         assumed=case.assumed + est.notes,
+        split=case.split,
     )
 
 

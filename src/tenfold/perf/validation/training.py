@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +38,9 @@ from tenfold.perf.training.grid import PlanGrid
 from tenfold.perf.training.layout import RECOMPUTE, Layout
 from tenfold.perf.training.stack import Stack, stack
 from tenfold.perf.training.step import evaluate_plans
-from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model
+from tenfold.perf.uncertainty import group_key
+from tenfold.perf.validation.cvresults import read_cv, summary
+from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model, row_origin
 
 METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "time_to_train_min")
 REQUIRED = (
@@ -76,6 +78,8 @@ class TrainingCase:
     convention: str
     reliability: str
     source_url: str
+    source: str = ""
+    split: str = "fit"
     reason: str = ""
     model: ModelSpec | None = None
     hardware: Hardware | None = None
@@ -105,6 +109,15 @@ class RowResult:
     fits_memory: bool
     memory_GiB: float
     assumed: tuple[str, ...] = ()
+    split: str = "fit"
+    interval: tuple[float, float] | None = None
+    cv_error: float | None = None
+    cv_interval: tuple[float, float] | None = None
+
+    @property
+    def covered(self) -> bool | None:
+        """Whether the measured value lies inside the 80 % interval (None without one)."""
+        return None if self.interval is None else self.interval[0] <= self.measured <= self.interval[1]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,18 +130,32 @@ class ValidationReport:
     mape_by_gpu: dict[str, float] = field(default_factory=dict)
     mape_by_reliability: dict[str, float] = field(default_factory=dict)
     mape_by_arch: dict[str, float] = field(default_factory=dict)
+    mape_by_split: dict[str, float] = field(default_factory=dict)
+    coverage: float = math.nan
+    cross_validation: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
-            "rows": [r.__dict__ | {"assumed": list(r.assumed)} for r in self.rows],
+            "rows": [
+                r.__dict__
+                | {
+                    "assumed": list(r.assumed),
+                    "interval": list(r.interval) if r.interval else None,
+                    "cv_interval": list(r.cv_interval) if r.cv_interval else None,
+                }
+                for r in self.rows
+            ],
             "unpredictable": [{"id": i, "reason": why} for i, why in self.unpredictable],
             "mape": {
                 "overall": self.mape,
                 "by_gpu": self.mape_by_gpu,
                 "by_reliability": self.mape_by_reliability,
                 "by_arch": self.mape_by_arch,
+                "by_split": self.mape_by_split,
                 "rows": len(self.rows),
             },
+            "coverage": self.coverage,
+            "cross_validation": self.cross_validation,
         }
 
 
@@ -179,6 +206,7 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
         convention=(row.get("flops_convention") or "").strip() or "model",
         reliability=(row.get("reliability") or "").strip() or "unknown",
         source_url=row.get("source_url", ""),
+        **row_origin(row),
     )
     if missing:
         return TrainingCase(**head, reason=f"missing required columns: {', '.join(missing)}")
@@ -320,6 +348,8 @@ def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
         rate = training_flops_per_token(case.model, case.seq_len) * tok_gpu
         pred = rate / case.hardware.peak(case.precision.peak_key)
     chosen = [] if len(lays) == 1 else [f"chose {lay.describe()}"]
+    u = calibration.uncertainty
+    interval = None if u is None else u.interval(pred, group_key(case.hardware.arch, case.model.is_moe))
     return RowResult(
         id=case.id,
         model=case.model_name,
@@ -334,6 +364,8 @@ def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
         fits_memory=bool(fits[i]),
         memory_GiB=float(out["memory_B"][i]) / 1024**3,
         assumed=case.assumed + tuple(chosen),
+        split=case.split,
+        interval=interval,
     )
 
 
@@ -349,10 +381,13 @@ def build_report(
     by = defaultdict(list)
     rel = defaultdict(list)
     kind = defaultdict(list)
+    split = defaultdict(list)
     for r in results:
         by[r.gpu].append(r)
         rel[r.reliability].append(r)
         kind["moe" if r.id in moe_ids else "dense"].append(r)
+        split[r.split].append(r)
+    inside = [r.covered for r in results if r.covered is not None]
     return ValidationReport(
         rows=tuple(results),
         unpredictable=tuple(unpredictable),
@@ -360,15 +395,44 @@ def build_report(
         mape_by_gpu={k: _mape(v) for k, v in sorted(by.items())},
         mape_by_reliability={k: _mape(v) for k, v in sorted(rel.items())},
         mape_by_arch={k: _mape(v) for k, v in sorted(kind.items())},
+        mape_by_split={k: _mape(v) for k, v in sorted(split.items())},
+        coverage=sum(inside) / len(inside) if inside else math.nan,
     )
 
 
 def validate_training(
     path: str | Path | None = None, *, calibration: Calibration | None = None
 ) -> ValidationReport:
-    """Predict every row of a validation CSV (default: the shipped rows) and summarise the errors."""
+    """Predict every row of a validation CSV (default: the shipped rows) and summarise the errors.
+
+    With the shipped calibration, rows the stored leave-one-source-out cross-validation covers also carry
+    their out-of-source error and interval (`cv_error`, `cv_interval`), and the report's
+    `cross_validation` holds that MAPE and coverage."""
     cal = calibration or load_calibration()
     cases = load_cases(path)
     results = [predict_case(c, cal) for c in cases if not c.reason]
+    cv = read_cv() if calibration is None else {}
+    matched = [
+        cv[r.id] for r in results if r.id in cv and math.isclose(cv[r.id].measured, r.measured, rel_tol=1e-5)
+    ]
+    by_id = {c.id: c for c in matched}
+    results = [
+        replace(r, cv_error=by_id[r.id].error, cv_interval=(by_id[r.id].low, by_id[r.id].high))
+        if r.id in by_id
+        else r
+        for r in results
+    ]
     moe = {c.id for c in cases if c.model is not None and c.model.is_moe}
-    return build_report(results, [(c.id, c.reason) for c in cases if c.reason], moe)
+    report = build_report(results, [(c.id, c.reason) for c in cases if c.reason], moe)
+    if not matched:
+        return report
+    s = summary(matched)
+    info = {
+        "method": "leave-one-source-out: each row predicted by a calibration fitted without its source",
+        "mape": s["mape"],
+        "coverage": s["coverage"],
+        "rows": s["rows"],
+        "sources": len({c.source for c in matched}),
+        "fitted_on": dict(cal.fit).get("date", ""),
+    }
+    return replace(report, cross_validation=info)

@@ -1,0 +1,274 @@
+"""Leave-one-source-out cross-validation of the training model, and the uncertainty it measures.
+
+Rows from one publication or software release share their authors' tuning, cluster and counting
+conventions, so holding out single rows flatters a model: its siblings stay in the fit. Here every row of a
+`source` group (a paper, a Megatron-Bridge release, ...) is predicted by a calibration fitted without any row
+of that group, starting from and shrunk toward a prior that owes nothing to the validation rows. Rows marked
+`split = holdout` are never fitted on; the full fit predicts them.
+
+The cross-validated errors give the spread of log(predicted / measured) per GPU generation and dense/MoE
+(`tenfold.perf.uncertainty`); the coverage of the resulting 80 % intervals is itself measured without the
+row's own source (each row's interval uses the spreads of the other sources' errors only).
+
+`python -m tenfold.perf.validation.fit --cv --write` runs it and stores the per-row results in
+`data/validation/training_cv.csv`, which `tenfold validate training` prints beside the in-sample errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+
+from tenfold.perf.calibration import Calibration, calibration_to_toml, load_calibration
+from tenfold.perf.specs.catalog import data_dir
+from tenfold.perf.uncertainty import Uncertainty, group_key, pooled_spreads
+from tenfold.perf.validation.cvresults import CVRow, default_cv_path, summary, write_cv
+from tenfold.perf.validation.fit import fit_calibration
+from tenfold.perf.validation.training import TrainingCase, load_cases, predict_case
+
+PHYSICAL_DEFAULTS = {
+    "attention_efficiency": 0.8,
+    "hbm_efficiency": 0.85,
+    "scaleup_efficiency": 0.75,
+    "scaleout_efficiency": 0.85,
+    "alltoall_efficiency": 0.6,
+    "kernel_overhead_us": 4.0,
+    "moe_layer_overhead_us": 500.0,
+}
+"""Round physical values the fit starts from and shrinks toward (not fitted on any row): FlashAttention
+at ~80 % of a GEMM's rate, streaming kernels at 85 % of HBM bandwidth, NCCL bus bandwidth at 75 % of NVLink
+and 85 % of the network's line rate, all-to-all at 60 % of a ring, a few microseconds per kernel and half a
+millisecond of MoE dispatch overhead per layer. GEMMs start at the calibration's fallback efficiency unless
+measured kernel tables give a better prior."""
+DEFAULT_PENALTY = 0.01
+
+
+def physical_prior(template: Calibration, gemm: dict[str, float] | None = None) -> Calibration:
+    """A calibration of physical defaults with `template`'s keys: GEMM efficiencies from `gemm` (e.g.
+    measured kernel tables) or the fallback efficiency, the rest from PHYSICAL_DEFAULTS."""
+    gemm = gemm or {}
+    values = {k: gemm.get(k, template.fallback_gemm_efficiency) for k in template.gemm_efficiency}
+    return replace(
+        template,
+        gemm_efficiency=MappingProxyType(values),
+        uncertainty=None,
+        **{k: v for k, v in PHYSICAL_DEFAULTS.items() if hasattr(template, k)},
+    )
+
+
+def cross_validate(
+    cases: Sequence[TrainingCase],
+    *,
+    prior: Calibration,
+    penalty: float = DEFAULT_PENALTY,
+    iters: int = 300,
+    restarts: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, float]:
+    """id -> predicted value for every fitted row, each from a fit without its source group."""
+    fit_rows = [c for c in cases if not c.reason and c.split != "holdout"]
+    groups: dict[str, list[TrainingCase]] = defaultdict(list)
+    for c in fit_rows:
+        groups[c.source].append(c)
+    out: dict[str, float] = {}
+    for source, members in sorted(groups.items()):
+        if progress is not None:
+            progress(source)
+        cal = fit_calibration(
+            list(cases),
+            start=prior,
+            prior=prior,
+            penalty=penalty,
+            iters=iters,
+            restarts=restarts,
+            exclude=frozenset(c.id for c in members),
+        )
+        for c in members:
+            out[c.id] = predict_case(c, cal).predicted
+    return out
+
+
+def _log_error(predicted: float, measured: float) -> float:
+    return math.log(predicted / measured)
+
+
+def cv_rows(cases: Sequence[TrainingCase], predicted: dict[str, float]) -> list[CVRow]:
+    """Score cross-validated predictions; each interval uses the spreads of the other sources' rows."""
+    by_id = {c.id: c for c in cases}
+    logs = {i: _log_error(p, by_id[i].measured) for i, p in predicted.items()}
+    out = []
+    for i, p in predicted.items():
+        c = by_id[i]
+        others: dict[str, list[float]] = defaultdict(list)
+        for j, r in logs.items():
+            if by_id[j].source != c.source:
+                others[case_group(by_id[j])].append(r)
+        u = uncertainty_from_errors(others)
+        lo, hi = u.interval(p, case_group(c))
+        out.append(
+            CVRow(
+                id=i,
+                source=c.source,
+                group=case_group(c),
+                measured=c.measured,
+                predicted=p,
+                error=p / c.measured - 1.0,
+                low=lo,
+                high=hi,
+            )
+        )
+    return out
+
+
+def case_group(case: TrainingCase) -> str:
+    return group_key(case.hardware.arch, case.model.is_moe)
+
+
+def uncertainty_from_errors(
+    errors: dict[str, list[float]], *, ratio_correlation: float = 0.0, method: str = ""
+) -> Uncertainty:
+    """Group key -> log errors  =>  an Uncertainty (spreads shrunk toward the pooled one)."""
+    sigmas, pooled = pooled_spreads(errors)
+    return Uncertainty(
+        log_sigma=MappingProxyType(sigmas),
+        pooled=pooled,
+        ratio_correlation=ratio_correlation,
+        rows=MappingProxyType({k: len(v) for k, v in errors.items()}),
+        method=method,
+    )
+
+
+def ratio_correlation(cases: Sequence[TrainingCase], predicted: dict[str, float]) -> tuple[float, int]:
+    """Correlation of two GPUs' log errors on the same model in the same source (release), over all such
+    pairs of cross-validated rows: sum(ra rb) / sqrt(sum ra^2 sum rb^2). Returns (rho, pairs)."""
+    by_key: dict[tuple[str, str], list[TrainingCase]] = defaultdict(list)
+    for c in cases:
+        if c.id in predicted:
+            by_key[(c.source, c.model_name)].append(c)
+    num = sa = sb = 0.0
+    pairs = 0
+    for members in by_key.values():
+        for a_i, a in enumerate(members):
+            for b in members[a_i + 1 :]:
+                if a.gpu == b.gpu:
+                    continue
+                ra = _log_error(predicted[a.id], a.measured)
+                rb = _log_error(predicted[b.id], b.measured)
+                num, sa, sb, pairs = num + ra * rb, sa + ra * ra, sb + rb * rb, pairs + 1
+    if pairs == 0 or sa == 0 or sb == 0:
+        return 0.0, pairs
+    return max(-1.0, min(1.0, num / math.sqrt(sa * sb))), pairs
+
+
+def measured_uncertainty(cases: Sequence[TrainingCase], predicted: dict[str, float]) -> Uncertainty:
+    """The Uncertainty a calibration file carries: spreads from all cross-validated rows, and the ratio
+    correlation from same-release pairs."""
+    by_id = {c.id: c for c in cases}
+    errors: dict[str, list[float]] = defaultdict(list)
+    for i, p in predicted.items():
+        errors[case_group(by_id[i])].append(_log_error(p, by_id[i].measured))
+    rho, pairs = ratio_correlation(cases, predicted)
+    return uncertainty_from_errors(
+        errors,
+        ratio_correlation=rho,
+        method=(
+            f"leave-one-source-out cross-validation over {len(predicted)} rows "
+            f"({len({by_id[i].source for i in predicted})} sources); ratio correlation from {pairs} "
+            "same-release pairs"
+        ),
+    )
+
+
+# ---- the whole procedure -----------------------------------------------------------------------
+def measured_prior(template: Calibration) -> tuple[Calibration, str]:
+    """The prior: GEMM efficiencies from NVIDIA's measured kernel tables when the optional
+    `aiconfigurator-core` extra is installed, else the fallback; the rest from PHYSICAL_DEFAULTS.
+    Returns (prior, where its GEMM efficiencies came from)."""
+    try:
+        from tenfold.perf.measured import available, prior_gemm_efficiencies
+    except ImportError:
+        return physical_prior(template), "fallback efficiency (measured tables not available)"
+    if not available():
+        return physical_prior(template), "fallback efficiency (aiconfigurator-core not installed)"
+    return physical_prior(template, prior_gemm_efficiencies()), "aiconfigurator-core GEMM tables"
+
+
+def fit_with_uncertainty(
+    cases: Sequence[TrainingCase],
+    *,
+    template: Calibration,
+    penalty: float = DEFAULT_PENALTY,
+    iters: int = 300,
+    restarts: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Calibration, list[CVRow]]:
+    """Fit on all fitted rows from the prior, cross-validate the same procedure by source, and attach the
+    measured uncertainty: (calibration, cross-validated rows)."""
+    prior, prior_source = measured_prior(template)
+    if progress is not None:
+        progress("all sources")
+    full = fit_calibration(
+        list(cases), start=prior, prior=prior, penalty=penalty, iters=iters, restarts=restarts
+    )
+    predicted = cross_validate(
+        cases, prior=prior, penalty=penalty, iters=iters, restarts=restarts, progress=progress
+    )
+    rows = cv_rows(cases, predicted)
+    info = dict(full.fit) | {
+        "prior": prior_source,
+        "penalty": penalty,
+        "cv_mape": round(summary(rows)["mape"], 5),
+        "cv_coverage": round(summary(rows)["coverage"], 4),
+    }
+    cal = replace(full, uncertainty=measured_uncertainty(cases, predicted), fit=MappingProxyType(info))
+    return cal, rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(
+        description="Refit the training calibration, cross-validate it by source and measure its uncertainty."
+    )
+    ap.add_argument("--write", action="store_true", help="rewrite training.toml and training_cv.csv")
+    ap.add_argument("--iters", type=int, default=300)
+    ap.add_argument("--penalty", type=float, default=DEFAULT_PENALTY)
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    cases = load_cases()
+    cal, rows = fit_with_uncertainty(
+        cases,
+        template=load_calibration(),
+        penalty=args.penalty,
+        iters=args.iters,
+        progress=lambda s: print(f"[{time.time() - t0:6.0f} s] fitting without {s}", flush=True),
+    )
+    header = (
+        "Fitted by `python -m tenfold.perf.validation.crossval --write`\n"
+        "(tenfold.perf.validation.crossval.fit_with_uncertainty) on\n"
+        "tenfold/data/validation/training_runs.csv (rows with split = holdout are never fitted);\n"
+        "see tenfold.perf.calibration for what each value means and BOUNDS for each one's physical\n"
+        "range, tenfold.perf.uncertainty for the [uncertainty] section."
+    )
+    text = calibration_to_toml(cal, header=header)
+    print(text)
+    for r in rows:
+        print(f"{r.id:45s} {r.source:20s} {r.error * 100:+7.1f} %  {'inside' if r.covered else 'OUTSIDE'}")
+    s = summary(rows)
+    print(
+        f"leave-one-source-out MAPE {s['mape']:.1%}, "
+        f"80 % interval coverage {s['coverage']:.0%} ({s['rows']} rows)"
+    )
+    if args.write:
+        target = Path(str(data_dir("calibration") / "training.toml"))
+        target.write_text(text)
+        write_cv(rows, default_cv_path())
+        print(f"wrote {target} and {default_cv_path()}")
+
+
+if __name__ == "__main__":
+    main()

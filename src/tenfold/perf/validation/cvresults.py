@@ -1,0 +1,90 @@
+"""Stored results of the leave-one-source-out cross-validation (`data/validation/training_cv.csv`).
+
+Written by `python -m tenfold.perf.validation.crossval --write` (minutes of fitting); read by
+`tenfold validate training`, which prints each row's out-of-source error beside its in-sample error.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tenfold.perf.specs.catalog import data_dir
+from tenfold.perf.uncertainty import spread
+
+
+@dataclass(frozen=True, kw_only=True)
+class CVRow:
+    """One row's out-of-source prediction: error = predicted / measured - 1; [low, high] its 80 % interval
+    (spreads measured on the other sources only); covered = measured inside it."""
+
+    id: str
+    source: str
+    group: str
+    measured: float
+    predicted: float
+    error: float
+    low: float
+    high: float
+
+    @property
+    def covered(self) -> bool:
+        return self.low <= self.measured <= self.high
+
+
+CV_COLUMNS = ("id", "source", "group", "measured", "predicted", "error", "low", "high")
+
+
+def default_cv_path() -> Path:
+    return Path(str(data_dir("validation") / "training_cv.csv"))
+
+
+def write_cv(rows: Sequence[CVRow], path: str | Path) -> None:
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(CV_COLUMNS)
+        for r in rows:
+            w.writerow(
+                [
+                    r.id,
+                    r.source,
+                    r.group,
+                    f"{r.measured:.6g}",
+                    f"{r.predicted:.6g}",
+                    f"{r.error:.5f}",
+                    f"{r.low:.6g}",
+                    f"{r.high:.6g}",
+                ]
+            )
+
+
+def read_cv(path: str | Path | None = None) -> dict[str, CVRow]:
+    """The stored cross-validation results (empty when the file is absent)."""
+    path = Path(path) if path is not None else default_cv_path()
+    if not path.exists():
+        return {}
+    with open(path, newline="") as fh:
+        out = {}
+        for row in csv.DictReader(fh):
+            out[row["id"]] = CVRow(
+                id=row["id"],
+                source=row["source"],
+                group=row["group"],
+                **{k: float(row[k]) for k in ("measured", "predicted", "error", "low", "high")},
+            )
+        return out
+
+
+def summary(rows: Sequence[CVRow]) -> dict[str, float]:
+    """MAPE and 80 % interval coverage over cross-validated rows."""
+    if not rows:
+        return {"mape": math.nan, "coverage": math.nan, "rows": 0}
+    return {
+        "mape": sum(abs(r.error) for r in rows) / len(rows),
+        "coverage": sum(r.covered for r in rows) / len(rows),
+        "rows": len(rows),
+        "log_spread": spread(math.log(r.predicted / r.measured) for r in rows),
+    }
