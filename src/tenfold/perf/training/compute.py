@@ -128,6 +128,66 @@ def attention_times(model: ModelSpec, *, tokens, tp, seq_len: int, flash: bool, 
     return qk_f + pv_f + soft_f, qk_b + pv_b + soft_b
 
 
+@dataclass(frozen=True, kw_only=True)
+class GemmShape:
+    """One linear layer's forward GEMM [M, K] x [K, N], issued as `count` GEMMs in one (grouped) kernel.
+
+    low: whether it runs in the training precision (False for the MoE router, which stays 16-bit).
+    Its backward is dgrad [M, N] x [N, K] and wgrad [N, M] x [M, K] (see `gemm_times`).
+    """
+
+    M: np.ndarray
+    N: np.ndarray
+    K: np.ndarray
+    count: np.ndarray | float = 1.0
+    low: bool = True
+
+
+def layer_gemms(model: ModelSpec, *, moe: bool, tokens, tp, ep) -> list[GemmShape]:
+    """The linear layers of one dense (moe=False) or MoE layer for `tokens` tokens per TP group: QKV (or
+    MLA's down/up projections), the attention output projection, and the FFN (up/gate, down), or the
+    router, the experts (tokens/tp per rank dispatched over `ep` ranks, balanced) and shared experts.
+    Shapes are per GPU (N or K split by tp); arrays broadcast over plans. `layer_times` prices them."""
+    T = np.asarray(tokens, dtype=float)
+    tp = np.asarray(tp, dtype=float)
+    ep = np.asarray(ep, dtype=float)
+    h, a, g, d = model.hidden, model.heads, model.kv_heads, model.head_dim
+    gate = 2 if model.gated else 1
+    out: list[GemmShape] = []
+
+    def add(M, N, K, count=1.0, low=True):
+        out.append(GemmShape(M=M, N=N, K=K, count=count, low=low))
+
+    if model.is_mla:
+        dn, dr, dv = model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim
+        if model.q_lora_rank:
+            add(T, model.q_lora_rank, h)
+            add(T, a * (dn + dr) / tp, model.q_lora_rank)
+        else:
+            add(T, a * (dn + dr) / tp, h)
+        add(T, model.kv_lora_rank + dr, h)
+        add(T, a * (dn + dv) / tp, model.kv_lora_rank)
+        add(T, h, a * dv / tp)
+    else:
+        add(T, (a + 2 * g) * d / tp, h)
+        add(T, h, a * d / tp)
+    if moe:
+        k, fe = model.topk, model.moe_ffn
+        t_moe = T / tp  # sequence-parallel shard entering the router
+        add(t_moe, model.experts, h, low=False)  # router
+        m_e = t_moe * k * ep / model.experts
+        add(m_e, fe * gate, h, count=model.experts / ep)
+        add(m_e, h, fe, count=model.experts / ep)
+        if model.shared_experts:
+            fs = model.shared_experts * fe
+            add(T, fs * gate / tp, h)
+            add(T, h, fs / tp)
+    else:
+        add(T, model.ffn * gate / tp, h)
+        add(T, h, model.ffn / tp)
+    return out
+
+
 def layer_times(
     model: ModelSpec, *, moe: bool, tokens, tp, sp, ep, seq_len: int, flash: bool, r: Rates, low: bool
 ) -> LayerTimes:
@@ -147,7 +207,7 @@ def layer_times(
     q_in = np.zeros_like(T)  # low-precision elements quantized in the forward (GEMM inputs)
     q_out = np.zeros_like(T)  # ... and in the backward (output gradients)
 
-    def add(M, N, K, count=1.0, lowp=low):
+    def add(M, N, K, count, lowp):
         nonlocal gf, gb, q_in, q_out
         f, b = gemm_times(M, N, K, r, count=count, low=lowp)
         gf = gf + f
@@ -156,25 +216,12 @@ def layer_times(
             q_in = q_in + np.asarray(M) * K * count
             q_out = q_out + np.asarray(M) * N * count
 
-    # attention projections
-    if model.is_mla:
-        dn, dr, dv = model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim
-        if model.q_lora_rank:
-            add(T, model.q_lora_rank, h)
-            add(T, a * (dn + dr) / tp, model.q_lora_rank)
-        else:
-            add(T, a * (dn + dr) / tp, h)
-        add(T, model.kv_lora_rank + dr, h)
-        add(T, a * (dn + dv) / tp, model.kv_lora_rank)
-        add(T, h, a * dv / tp)
-        rope_elems = (a / tp + 1) * dr
-    else:
-        add(T, (a + 2 * g) * d / tp, h)
-        add(T, h, a * d / tp)
-        rope_elems = (a + g) * d / tp
+    for gemm in layer_gemms(model, moe=moe, tokens=T, tp=tp, ep=ep):
+        add(gemm.M, gemm.N, gemm.K, gemm.count, lowp=low and gemm.low)
+    rope_elems = (a / tp + 1) * model.qk_rope_head_dim if model.is_mla else (a + g) * d / tp
     attn_f, attn_b = attention_times(model, tokens=T, tp=tp, seq_len=seq_len, flash=flash, r=r)
 
-    # FFN
+    # memory-bound ops: norms, residuals, RoPE, activation, MoE permutation
     mem = 8 * h * T / rsp + 12 * h * T / rsp + 4 * rope_elems * T  # norms, residuals, RoPE
     if model.qk_norm:
         mem = mem + 4 * (a + g) * d / tp * T
@@ -185,22 +232,12 @@ def layer_times(
     if moe:
         k, fe = model.topk, model.moe_ffn
         t_moe = T / tp  # sequence-parallel shard entering the router
-        add(t_moe, model.experts, h, lowp=False)  # router
-        m_e = t_moe * k * ep / model.experts
-        add(m_e, fe * gate, h, count=model.experts / ep)
-        add(m_e, h, fe, count=model.experts / ep)
         if model.shared_experts:
-            fs = model.shared_experts * fe
-            add(T, fs * gate / tp, h)
-            add(T, h, fs / tp)
-            mem = mem + 2 * act * fs / tp * T
+            mem = mem + 2 * act * model.shared_experts * fe / tp * T
         mem = mem + 2 * act * k * fe * t_moe + 8 * k * h * t_moe
         kernels_f += 6.0
     else:
-        f = model.ffn
-        add(T, f * gate / tp, h)
-        add(T, h, f / tp)
-        mem = mem + 2 * act * f / tp * T
+        mem = mem + 2 * act * model.ffn / tp * T
     other_f = mem / r.hbm_Bps + kernels_f * r.kernel_s
     other_b = 2.0 * mem / r.hbm_Bps + 1.5 * kernels_f * r.kernel_s
     if moe:
