@@ -13,6 +13,7 @@ COMMANDS = [
     ["estimate", "train", "-m", "llama3-70b", "-g", "h100-sxm", "--tp", "4", "--pp", "4", "--dp", "4"],
     ["compare", "-m", "llama3-70b", "--tokens", "15T", "-n", "256", "--gpus", "h100-sxm,b200"],
     ["search", "train", "-m", "llama3-8b", "-g", "h100-sxm", "-n", "16", "--top", "2"],
+    ["validate", "training"],
 ]
 
 

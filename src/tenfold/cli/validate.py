@@ -94,6 +94,18 @@ def sample_kind(path: Path, shipped: Path) -> str:
     return IN_SAMPLE if path.resolve() == Path(str(shipped)).resolve() else NOT_FITTED
 
 
+def predicted_cell(predicted: float, span: tuple[float, float] | None) -> str:
+    """The predicted value, with the range over a row's unstated knobs under it when there is one
+    ("152" over "(141-163)", which keeps the table within 80 columns): the error scores the midpoint."""
+    if span is None:
+        return f"{predicted:.4g}"
+
+    def short(x: float) -> str:  # 3 significant digits, no exponent for large values
+        return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+    return f"{predicted:.4g}\n({short(span[0])}-{short(span[1])})"
+
+
 def show_report(report: ValidationReport, *, title: str, as_json: bool, sample: str) -> None:
     """Per-row table, MAPE table labelled in-sample or not, and the unpredicted rows with their reasons (or
     one JSON object with an `accuracy` field saying which)."""
@@ -115,7 +127,7 @@ def show_report(report: ValidationReport, *, title: str, as_json: bool, sample: 
             f"{r.id}\n{r.gpu}, {r.metric} ({r.reliability})",
             str(r.num_gpus),
             f"{r.measured:.4g}",
-            f"{r.predicted:.4g}",
+            predicted_cell(r.predicted, r.predicted_range),
             f"[{colour}]{r.error:+.1%}[/{colour}]",
             r.layout,
         )

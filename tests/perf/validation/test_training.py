@@ -10,10 +10,20 @@ import math
 
 import pytest
 
-from tenfold.perf.validation.training import default_runs_path, load_cases, validate_training
+from tenfold.perf.calibration import load_calibration
+from tenfold.perf.validation.training import (
+    build_report,
+    case_from_row,
+    default_runs_path,
+    load_cases,
+    predict_case,
+    validate_training,
+)
 
-MAPE_OVERALL = 0.08  # achieved 7.2 % (in-sample; leave-one-out 8.5 %)
-MAPE_HIGH = 0.07  # achieved 6.3 %
+# achieved 9.4 % / 7.9 % (in-sample) since unstated knobs are scored at the midpoint of their range
+# (issue 15); the committed calibration was fitted under the old fastest-plan fill (7.4 % / 6.3 %)
+MAPE_OVERALL = 0.10
+MAPE_HIGH = 0.085
 
 
 @pytest.fixture(scope="module")
@@ -84,11 +94,67 @@ def test_research_schema_without_extension_columns_still_works(tmp_path):
     assert len(rep.rows) == 5
 
 
-def test_unknown_knobs_are_chosen_and_reported():
+def test_unknown_knobs_are_ranged_and_reported():
     cases = {c.id: c for c in load_cases()}
     c = cases["nara21-gpt-1p7b-a100x32"]
-    assert len(c.candidates) > 1 and any("micro_batch chosen" in a for a in c.assumed)
+    assert len(c.candidates) > 1 and any("micro_batch unstated" in a for a in c.assumed)
     assert len(cases["mbridge-llama3-70b-h100-fp8"].candidates) == 1
+    # SimuMax's launcher leaves VP and recomputation to Megatron-LM's defaults (off)
+    simumax = cases["simumax-llama3-70b-l12-b200x8"]
+    assert len(simumax.candidates) == 1 and simumax.candidates[0].recompute == "none"
+    assert "recompute=none (megatron-core-nooverlap default)" in simumax.assumed
+
+
+def _row(rid: str, **changes: str) -> dict[str, str]:
+    with open(default_runs_path(), newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if r["id"] == rid)
+    return {**row, **changes}
+
+
+def _as_json(r):
+    return build_report([r], [], set()).to_dict()["rows"][0]
+
+
+ROW = "kort22-22b-selective-a100x8"  # Korthikanti 2022 Table 3: micro-batch 4 stated, megatron-2021 stack
+
+
+def test_unstated_micro_batch_without_a_stack_default_gives_a_range_scored_at_its_midpoint():
+    cal = load_calibration()
+    case = case_from_row(_row(ROW, micro_batch=""))
+    assert not case.reason and case.software.default_micro_batch is None
+    r = predict_case(case, cal)
+    assert r.predicted_range is not None
+    lo, hi = r.predicted_range
+    assert lo < hi
+    assert r.predicted == pytest.approx((lo + hi) / 2)
+    assert r.error == pytest.approx(r.predicted / r.measured - 1)
+    # the range spans the micro-batches that fit: each stated one predicts inside it
+    stated = [predict_case(case_from_row(_row(ROW, micro_batch=str(b))), cal).predicted for b in (1, 2, 4, 8)]
+    fitting = [p for p in stated if lo - 1e-9 <= p <= hi + 1e-9]
+    assert min(fitting) == pytest.approx(lo) and max(fitting) == pytest.approx(hi)
+    assert r.layout in {lay.describe() for lay in case.candidates}
+    assert any("micro_batch unstated" in a for a in r.assumed)
+    assert _as_json(r)["predicted_range"] == [lo, hi]
+
+
+def test_unstated_micro_batch_under_a_stack_default_uses_it():
+    cal = load_calibration()
+    case = case_from_row(_row(ROW, micro_batch="", software="megatron-core"))
+    assert case.software.default_micro_batch == 1
+    r = predict_case(case, cal)
+    assert r.predicted_range is None and "mb1" in r.layout
+    assert "micro_batch=1 (megatron-core default)" in r.assumed
+    same = predict_case(case_from_row(_row(ROW, micro_batch="1", software="megatron-core")), cal)
+    assert r.predicted == pytest.approx(same.predicted)
+
+
+def test_stated_knobs_give_no_range(report):
+    r = predict_case(case_from_row(_row(ROW)), load_calibration())
+    assert r.predicted_range is None and not any("range over" in a for a in r.assumed)
+    assert _as_json(r)["predicted_range"] is None
+    rows = {x.id: x for x in report.rows}
+    assert rows["mbridge-llama3-70b-h100-fp8"].predicted_range is None
+    assert rows["nara21-gpt-1p7b-a100x32"].predicted_range is not None
 
 
 def test_row_architecture_matches_published_params():

@@ -58,6 +58,10 @@ class Stack:
     interleave_needs_pp_multiple: the interleaved schedule runs only when the micro-batches per step are a
         multiple of the pipeline size (Megatron-Core, see layout.RULES "vp_microbatches"); Meta's Llama 3
         schedule lifts it (arXiv 2407.21783 §3.3.2: "we modify our pipeline schedule ... N flexibly").
+    default_micro_batch, default_vp, default_recompute: what the stack runs when a launch leaves the
+        micro-batch size, the virtual pipeline size or the recomputation unset, from its public configs
+        (None = no documented default: the value is unknown and the validation reports a range over the
+        plausible values instead of guessing). Each preset cites its source.
     """
 
     name: str
@@ -77,6 +81,9 @@ class Stack:
     fused_sink_attention: bool = False
     interleaving: bool = True
     interleave_needs_pp_multiple: bool = True
+    default_micro_batch: int | None = None
+    default_vp: int | None = None
+    default_recompute: str | None = None
 
     def __post_init__(self) -> None:
         if self.pp_schedule not in SCHEDULES:
@@ -85,6 +92,8 @@ class Stack:
             raise ValueError(f"cp_comm {self.cp_comm!r} not in {CP_COMMS}")
         if self.default_zero not in (0, 1, 2, 3):
             raise ValueError(f"default_zero must be 0-3, got {self.default_zero}")
+        if self.default_recompute not in (None, "none", "selective", "full"):
+            raise ValueError(f"default_recompute {self.default_recompute!r} is not none, selective or full")
 
 
 _STACKS: dict[str, Callable[[], Stack]] = {}
@@ -97,21 +106,44 @@ def _register(fn: Callable[[], Stack]) -> Callable[[], Stack]:
 
 @_register
 def _megatron_core() -> Stack:
-    """Megatron-Core / NeMo / Megatron-Bridge 2024-26 performance recipes (the default)."""
-    return Stack(name="megatron-core")
+    """Megatron-Core / NeMo / Megatron-Bridge 2024-26 performance recipes (the default).
+
+    Unset knobs: the Megatron-Bridge recipe base configs set `train.micro_batch_size = 1`,
+    `model.virtual_pipeline_model_parallel_size = None` (no interleaving) and
+    `model.recompute_granularity = None` (no recomputation) unless a recipe overrides them
+    (https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/src/megatron/bridge/recipes/llama/llama3.py);
+    Megatron-Core's own `ModelParallelConfig` / `TransformerConfig` default the latter two to None as well."""
+    return Stack(name="megatron-core", default_micro_batch=1, default_vp=1, default_recompute="none")
 
 
 @_register
 def _megatron_core_nooverlap() -> Stack:
-    """Megatron-Core with TP and p2p overlap disabled (SimuMax's B200 reproduction launcher)."""
-    return Stack(name="megatron-core-nooverlap", tp_overlap=False, pp_overlap=False, dp_overlap=False)
+    """Megatron-Core with TP and p2p overlap disabled (SimuMax's B200 reproduction launcher).
+
+    The launcher calls Megatron-LM's pretrain_gpt.py, whose interleaving and recomputation flags are opt-in
+    (`--num-layers-per-virtual-pipeline-stage` and `--recompute-granularity` default to None,
+    https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/training/arguments.py); `--micro-batch-size`
+    has no default (None), so an unstated micro-batch stays unknown."""
+    return Stack(
+        name="megatron-core-nooverlap",
+        tp_overlap=False,
+        pp_overlap=False,
+        dp_overlap=False,
+        default_vp=1,
+        default_recompute="none",
+    )
 
 
 @_register
 def _megatron_2021() -> Stack:
     """Megatron-LM as in Narayanan et al. 2021, Korthikanti et al. 2022 and MT-NLG: unfused attention
     (scaled-masked softmax + dropout on materialised scores), no communication overlap, no distributed
-    optimizer, fp16 gradients, the head on the last stage."""
+    optimizer, fp16 gradients, the head on the last stage.
+
+    No defaults for unset knobs: `--micro-batch-size` has no default in Megatron-LM's arguments, and the
+    papers' tables come from hand-written launch scripts that set interleaving and activation checkpointing
+    per model (Narayanan et al. 2021, arXiv 2104.04473, tunes both per run), so a table that leaves them out
+    does not mean "off"."""
     return Stack(
         name="megatron-2021",
         flash_attention=False,
@@ -149,14 +181,19 @@ def _metaseq_2022() -> Stack:
 @_register
 def _meta_llama3() -> Stack:
     """Meta's Llama 3 training stack (arXiv 2407.21783 §3.3): 4D parallelism with FSDP as the data-parallel
-    layer; parameters stay gathered across the micro-batches of a step, so FSDP traffic is once per step."""
+    layer; parameters stay gathered across the micro-batches of a step, so FSDP traffic is once per step.
+    The stack is not public: no defaults for unset knobs."""
     return Stack(name="meta-llama3", fsdp_regather=False, interleave_needs_pp_multiple=False)
 
 
 @_register
 def _deepseek_v3() -> Stack:
-    """DeepSeek-V3's own framework: DualPipe, node-limited deduplicated dispatch overlapped with compute."""
-    return Stack(name="deepseek-v3", pp_schedule="dualpipe", ep_overlap=True, ep_dedup=True)
+    """DeepSeek-V3's own framework: DualPipe, node-limited deduplicated dispatch overlapped with compute.
+
+    DualPipe replaces the interleaved schedule (each rank holds its two chunks by construction,
+    https://github.com/deepseek-ai/DualPipe), so there are no virtual stages to choose: vp = 1. The
+    framework is not public: no default micro-batch or recomputation."""
+    return Stack(name="deepseek-v3", pp_schedule="dualpipe", ep_overlap=True, ep_dedup=True, default_vp=1)
 
 
 STACK_NAMES = tuple(_STACKS)

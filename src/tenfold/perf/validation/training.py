@@ -8,8 +8,11 @@ columns). For each row:
   layers, MTP, sliding window, biases, tied embeddings) from the catalog model the `model` column names
   ("X (N-layer slice)" rows use model X truncated to the row's layers);
 * the layout is the row's (tp, pp, vp, dp, ep, cp, micro-batch, recompute, fsdp). Where the source left a
-  knob out (empty cell), every value of it is tried and the fastest plan that fits in memory is taken
-  (the authors tuned their runs), and the row says what was chosen;
+  knob out (empty cell), the row's software stack's documented default is used (`Stack.default_*`); where
+  the stack documents none, every plausible value is evaluated, the plans that are valid and fit in memory
+  give a range of the metric, the prediction is its midpoint (the error is scored on it) and the layout
+  shown is the plan nearest the midpoint. Taking the fastest plan instead was optimistic by 20-30 % on
+  rows whose authors did not state their micro-batch (issue 15). The row says what was assumed;
 * the metric is predicted in the row's convention: tokens_per_s_per_gpu, step_time_s, tflops_per_gpu
   (`hardware_incl_recompute` = Narayanan 2021 Eq. 3 counting, else model FLOPs), mfu (model FLOPs over the
   dense peak of the row's precision), time_to_train_min (needs a `train_tokens` column).
@@ -58,7 +61,8 @@ REQUIRED = (
     "heads",
 )
 UNSTATED_MICRO_BATCHES = (1, 2, 4, 8)
-"""Micro-batch sizes tried for a published run that does not state its own (the search tries more)."""
+"""Micro-batch sizes tried for a published run that states none under a stack without a default (the search
+tries more)."""
 
 
 def default_runs_path() -> Path:
@@ -109,6 +113,9 @@ class RowResult:
     fits_memory: bool
     memory_GiB: float
     assumed: tuple[str, ...] = ()
+    predicted_range: tuple[float, float] | None = None
+    """(low, high) of the metric over the plans an unstated knob allows (predicted = its midpoint); None when
+    the row fixes a single plan."""
     split: str = "fit"
     interval: tuple[float, float] | None = None
     cv_error: float | None = None
@@ -142,6 +149,7 @@ class ValidationReport:
                     "assumed": list(r.assumed),
                     "interval": list(r.interval) if r.interval else None,
                     "cv_interval": list(r.cv_interval) if r.cv_interval else None,
+                    "predicted_range": list(r.predicted_range) if r.predicted_range else None,
                 }
                 for r in self.rows
             ],
@@ -175,22 +183,34 @@ def _row_software(row: dict[str, str]) -> Stack:
 
 def _knob_options(
     row: dict[str, str], *, global_batch: int, dp: int, pp: int, layers: int, software: Stack
-) -> tuple[list[int], list[int], list[str]]:
-    """(micro-batches, vps, recompute modes) to try: the row's value, or every plausible one if empty."""
-    mbs = (
-        [int_cell(row["micro_batch"])]
-        if (row.get("micro_batch") or "").strip()
-        else [b for b in UNSTATED_MICRO_BATCHES if global_batch % (dp * b) == 0]
+) -> tuple[list[int], list[int], list[str], list[str]]:
+    """(micro-batches, vps, recompute modes, notes) to evaluate: the row's value; if empty, the stack's
+    documented default (noted); else every plausible value."""
+    notes: list[str] = []
+
+    def pick(key: str, default: object, plausible: list) -> list:
+        cell = (row.get(key) or "").strip()
+        if cell:
+            return [cell]
+        if default is not None:
+            notes.append(f"{key}={default} ({software.name} default)")
+            return [default]
+        return plausible
+
+    mbs = pick(
+        "micro_batch",
+        software.default_micro_batch,
+        [b for b in UNSTATED_MICRO_BATCHES if global_batch % (dp * b) == 0],
     )
     # Unknown VP: interleaving depths up to 8 whose chunks still hold a layer (uneven layouts allowed,
     # as Megatron-Core's pipeline layouts and Llama 3's balanced first/last stages do).
-    vps = (
-        [int_cell(row["vp"])]
-        if (row.get("vp") or "").strip()
-        else [1] + [v for v in range(2, 9) if pp > 1 and pp * v <= layers and software.interleaving]
+    vps = pick(
+        "vp",
+        software.default_vp,
+        [1] + [v for v in range(2, 9) if pp > 1 and pp * v <= layers and software.interleaving],
     )
-    rcs = [row["recompute"].strip()] if (row.get("recompute") or "").strip() else list(RECOMPUTE)
-    return mbs, vps, rcs
+    rcs = pick("recompute", software.default_recompute, list(RECOMPUTE))
+    return [int_cell(str(b)) for b in mbs], [int_cell(str(v)) for v in vps], [str(r) for r in rcs], notes
 
 
 def case_from_row(row: dict[str, str]) -> TrainingCase:
@@ -256,10 +276,13 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
     if not sp_cell and tp > 1:
         assumed.append(f"sp={int(sp)} (empty)")
     zero = 3 if int_cell(row.get("fsdp"), 0) else software.default_zero
-    mbs, vps, rcs = _knob_options(row, global_batch=gbs, dp=dp, pp=pp, layers=model.layers, software=software)
+    mbs, vps, rcs, defaults = _knob_options(
+        row, global_batch=gbs, dp=dp, pp=pp, layers=model.layers, software=software
+    )
+    assumed += defaults
     for label, options in (("micro_batch", mbs), ("vp", vps), ("recompute", rcs)):
         if len(options) > 1:
-            assumed.append(f"{label} chosen by the model from {options}")
+            assumed.append(f"{label} unstated, no {software.name} default: range over {options}")
     rl = int_cell(row.get("recompute_layers"))
     candidates = tuple(
         Layout(
@@ -306,8 +329,32 @@ def load_cases(path: str | Path | None = None) -> list[TrainingCase]:
     return [case_from_row(row) for row in read_rows(path, REQUIRED)]
 
 
+def _metric(case: TrainingCase, step_s: np.ndarray) -> np.ndarray:
+    """The row's metric for each candidate layout, from its step time (seconds)."""
+    tok_gpu = case.global_batch * case.seq_len / step_s / case.num_gpus
+    if case.metric == "tokens_per_s_per_gpu":
+        return tok_gpu
+    if case.metric == "step_time_s":
+        return step_s
+    if case.metric == "time_to_train_min":
+        return case.train_tokens / (tok_gpu * case.num_gpus) / 60.0
+    if case.metric == "tflops_per_gpu":
+        conv = "hardware_incl_recompute" if case.convention == "hardware_incl_recompute" else "model"
+        per_mode = {
+            rc: training_flops_per_token(case.model, case.seq_len, convention=conv, recompute=rc)
+            for rc in {lay.recompute for lay in case.candidates}
+        }
+        flops = np.array([per_mode[lay.recompute] for lay in case.candidates])
+        return flops * tok_gpu / 1e12
+    # mfu
+    rate = training_flops_per_token(case.model, case.seq_len) * tok_gpu
+    return rate / case.hardware.peak(case.precision.peak_key)
+
+
 def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
-    """Predict one resolved case (all its candidate layouts in one vectorised call)."""
+    """Predict one resolved case (all its candidate layouts in one vectorised call). With several candidates
+    (unstated knobs), the prediction is the midpoint of the metric's range over the valid plans that fit in
+    memory (over the valid ones if none fits, over all if none is valid)."""
     assert not case.reason, case.reason
     lays = case.candidates
     grid = PlanGrid.from_layouts(lays, default_zero=case.software.default_zero)
@@ -324,30 +371,24 @@ def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
     masks = grid.rule_masks(case.model, case.seq_len, case.global_batch)
     valid = ~np.any(np.stack(list(masks.values())), axis=0)
     fits = out["memory_B"] <= case.hardware.hbm_bytes
-    step = np.where(valid, out["step_s"], np.inf)
-    pool = np.where(fits & valid, step, np.inf) if np.any(fits & valid) else step
-    i = int(np.argmin(pool))
+    values = _metric(case, np.asarray(out["step_s"], dtype=float))
+    pools = ((fits & valid, "valid plans that fit"), (valid, "valid plans, none fits"))
+    pool, kind = next(((m, k) for m, k in pools if np.any(m)), (np.ones(len(lays), dtype=bool), "plans"))
+    idx = np.flatnonzero(pool & np.isfinite(values))
+    idx = idx if len(idx) else np.arange(len(lays))
+    span: tuple[float, float] | None = None
+    if len(lays) == 1:
+        i, pred = 0, float(values[0])
+    else:
+        span = (float(values[idx].min()), float(values[idx].max()))
+        pred = 0.5 * (span[0] + span[1])
+        i = int(idx[np.argmin(np.abs(values[idx] - pred))])
     lay = lays[i]
-    t = float(out["step_s"][i])
-    tokens = case.global_batch * case.seq_len
-    tok_gpu = tokens / t / case.num_gpus
-    if case.metric == "tokens_per_s_per_gpu":
-        pred = tok_gpu
-    elif case.metric == "step_time_s":
-        pred = t
-    elif case.metric == "time_to_train_min":
-        pred = case.train_tokens / (tok_gpu * case.num_gpus) / 60.0
-    elif case.metric == "tflops_per_gpu":
-        conv = "hardware_incl_recompute" if case.convention == "hardware_incl_recompute" else "model"
-        pred = (
-            training_flops_per_token(case.model, case.seq_len, convention=conv, recompute=lay.recompute)
-            * tok_gpu
-            / 1e12
-        )
-    else:  # mfu
-        rate = training_flops_per_token(case.model, case.seq_len) * tok_gpu
-        pred = rate / case.hardware.peak(case.precision.peak_key)
-    chosen = [] if len(lays) == 1 else [f"chose {lay.describe()}"]
+    chosen = (
+        []
+        if span is None
+        else [f"range over {len(idx)} of {len(lays)} {kind}; nearest the midpoint: {lay.describe()}"]
+    )
     u = calibration.uncertainty
     interval = None if u is None else u.interval(pred, group_key(case.hardware.arch, case.model.is_moe))
     return RowResult(
@@ -366,6 +407,7 @@ def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
         assumed=case.assumed + tuple(chosen),
         split=case.split,
         interval=interval,
+        predicted_range=span,
     )
 
 
