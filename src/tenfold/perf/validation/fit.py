@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -31,6 +31,8 @@ from tenfold.perf.validation import serving, training
 
 RELIABILITY_WEIGHT = {"high": 1.0, "medium": 0.5, "low": 0.25}
 ERROR_CAP = 0.5
+TIE_SCALE = (0.5, 1.2)
+"""Range of the shared scale on tied GEMM efficiencies (training realises 50-120 % of a kernel table)."""
 
 
 def nelder_mead(
@@ -93,6 +95,7 @@ def fit_calibration(
     progress: Callable[[int, int], None] | None = None,
     prior: Calibration | None = None,
     penalty: float = 0.0,
+    tie: Mapping[str, float] | None = None,
 ) -> Calibration:
     """Fit the free parameters on validation cases (default: the shipped rows), leaving out `exclude` ids.
 
@@ -104,16 +107,42 @@ def fit_calibration(
     e.g. measured kernel efficiencies) the objective adds `penalty` x the mean squared distance of the free
     parameters from the prior's in their transformed (logit) space, so a parameter the rows barely constrain
     stays near the prior instead of absorbing noise; `start` defaults to the prior when one is given.
+    `tie` (GEMM key -> reference efficiency, e.g. measured kernel tables) replaces those keys' free
+    efficiencies by one shared scale: each = reference x scale, so the data fit one number (how much of a
+    micro-benchmark a training step realises) and the measurements carry the differences between GPUs
+    and formats.
     """
     validate = _validator(kind)
     cases = validate.load_cases() if cases is None else cases
     cases = [c for c in cases if c.reason == "" and c.id not in exclude and c.split != "holdout"]
     start = start or prior or load_calibration(kind=kind)
-    anchor = prior.to_vector() if prior is not None else None
+    tied = sorted(k for k in (tie or {}) if k in start.gemm_efficiency)
+    own_fixed = tuple(start.fit.get("fixed_parameters", ()))
+    base = replace(
+        start,
+        fit=MappingProxyType(
+            dict(start.fit) | {"fixed_parameters": own_fixed + tuple(f"gemm:{k}" for k in tied)}
+        ),
+    )
+    lo, hi = start.GEMM_BOUNDS
+
+    def build(x: np.ndarray) -> Calibration:
+        if not tied:
+            return base.from_vector(x)
+        cal = base.from_vector(x[1:])
+        scale = TIE_SCALE[0] + (TIE_SCALE[1] - TIE_SCALE[0]) / (1.0 + np.exp(-x[0]))
+        gemm = dict(cal.gemm_efficiency) | {k: float(np.clip(tie[k] * scale, lo, hi)) for k in tied}
+        return replace(cal, gemm_efficiency=MappingProxyType(gemm))
+
+    x0 = base.to_vector() if not tied else np.concatenate([[0.0], base.to_vector()])
+    anchor = None
+    if prior is not None:
+        anchor = replace(prior, fit=base.fit).to_vector()
+        anchor = anchor if not tied else np.concatenate([[x0[0]], anchor])
     weights = np.array([RELIABILITY_WEIGHT.get(c.reliability, 0.5) for c in cases])
 
     def data_term(x: np.ndarray) -> float:
-        cal = start.from_vector(x)
+        cal = build(x)
         errs = np.array([abs(validate.predict_case(c, cal).error) for c in cases])
         errs = np.minimum(np.where(np.isfinite(errs), errs, ERROR_CAP), ERROR_CAP)
         return float(np.sum(weights * errs) / np.sum(weights))
@@ -123,17 +152,20 @@ def fit_calibration(
             return data_term(x)
         return data_term(x) + penalty * float(np.mean((x - anchor) ** 2))
 
-    x = start.to_vector()
+    x = x0
     for r in range(restarts):
         tick = None if progress is None else (lambda i, r=r: progress(r * iters + i + 1, restarts * iters))
         x = nelder_mead(objective, x, iters=iters, progress=tick)
-    fitted = start.from_vector(x)
+    fitted = build(x)
     info = dict(start.fit) | {
         "rows": len(cases),
         "objective_value": round(data_term(x), 5),
         "date": datetime.date.today().isoformat(),
         "objective": "reliability-weighted MAPE, errors capped at 50%",
     }
+    if tied:
+        info["gemm_tied"] = tied
+        info["gemm_tied_scale"] = round(float(build(x).gemm_efficiency[tied[0]] / tie[tied[0]]), 4)
     return replace(fitted, fit=MappingProxyType(info))
 
 
