@@ -1,6 +1,8 @@
 """Measured kernel tables (optional aiconfigurator-core): mappings, GEMM efficiency, NCCL bandwidth, prior."""
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -118,3 +120,17 @@ def test_prior_calibration(tables_installed):
         assert math.isclose(value, min(max(measured, lo), hi)), key
     assert prior.hbm_efficiency == base.hbm_efficiency
     assert prior.kernel_overhead_us == base.kernel_overhead_us
+
+
+def test_measured_does_not_import_torch(tables_installed):
+    code = (
+        "import sys\n"
+        "from tenfold.perf.measured import gemm_efficiency, collective_bus_bandwidth, prior_calibration\n"
+        "gemm_efficiency('h100-sxm', 'bf16', 4096, 4096, 4096)\n"
+        "collective_bus_bandwidth('h100-sxm', 'all_reduce', 8, 2**20)\n"
+        "prior_calibration()\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
