@@ -26,6 +26,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from tenfold.perf.calibration import Calibration, calibration_to_toml, load_calibration
+from tenfold.perf.measured.prior import measured_gemm_prior
+from tenfold.perf.measured.tables import available
 from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.uncertainty import Uncertainty, group_key, pooled_spreads
 from tenfold.perf.validation.cvresults import CVRow, default_cv_path, summary, write_cv
@@ -70,6 +72,7 @@ def cross_validate(
     iters: int = 300,
     restarts: int = 2,
     progress: Callable[[str], None] | None = None,
+    tie: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """id -> predicted value for every fitted row, each from a fit without its source group."""
     fit_rows = [c for c in cases if not c.reason and c.split != "holdout"]
@@ -88,6 +91,7 @@ def cross_validate(
             iters=iters,
             restarts=restarts,
             exclude=frozenset(c.id for c in members),
+            tie=tie,
         )
         for c in members:
             out[c.id] = predict_case(c, cal).predicted
@@ -186,17 +190,17 @@ def measured_uncertainty(cases: Sequence[TrainingCase], predicted: dict[str, flo
 
 
 # ---- the whole procedure -----------------------------------------------------------------------
-def measured_prior(template: Calibration) -> tuple[Calibration, str]:
-    """The prior: GEMM efficiencies from NVIDIA's measured kernel tables when the optional
-    `aiconfigurator-core` extra is installed, else the fallback; the rest from PHYSICAL_DEFAULTS.
-    Returns (prior, where its GEMM efficiencies came from)."""
-    try:
-        from tenfold.perf.measured import available, prior_gemm_efficiencies
-    except ImportError:
-        return physical_prior(template), "fallback efficiency (measured tables not available)"
+def measured_gemm(template: Calibration) -> tuple[dict[str, float], str]:
+    """GEMM key -> efficiency measured by NVIDIA's kernel tables (the optional `aiconfigurator-core` extra,
+    `tenfold.perf.measured`) for the keys of `template` that have a table; and where they came from."""
     if not available():
-        return physical_prior(template), "fallback efficiency (aiconfigurator-core not installed)"
-    return physical_prior(template, prior_gemm_efficiencies()), "aiconfigurator-core GEMM tables"
+        return {}, "none (aiconfigurator-core not installed)"
+    out = {}
+    for key in template.gemm_efficiency:
+        value = measured_gemm_prior(*key.split("/"))
+        if value is not None:
+            out[key] = value
+    return out, "aiconfigurator-core GEMM tables: " + ", ".join(sorted(out))
 
 
 def fit_with_uncertainty(
@@ -207,21 +211,35 @@ def fit_with_uncertainty(
     iters: int = 300,
     restarts: int = 2,
     progress: Callable[[str], None] | None = None,
+    tie: bool = True,
 ) -> tuple[Calibration, list[CVRow]]:
     """Fit on all fitted rows from the prior, cross-validate the same procedure by source, and attach the
     measured uncertainty: (calibration, cross-validated rows)."""
-    prior, prior_source = measured_prior(template)
+    measured, measured_source = measured_gemm(template) if tie else ({}, "not used")
+    prior = physical_prior(template)
     if progress is not None:
         progress("all sources")
     full = fit_calibration(
-        list(cases), start=prior, prior=prior, penalty=penalty, iters=iters, restarts=restarts
+        list(cases),
+        start=prior,
+        prior=prior,
+        penalty=penalty,
+        iters=iters,
+        restarts=restarts,
+        tie=measured or None,
     )
     predicted = cross_validate(
-        cases, prior=prior, penalty=penalty, iters=iters, restarts=restarts, progress=progress
+        cases,
+        prior=prior,
+        penalty=penalty,
+        iters=iters,
+        restarts=restarts,
+        progress=progress,
+        tie=measured or None,
     )
     rows = cv_rows(cases, predicted)
     info = dict(full.fit) | {
-        "prior": prior_source,
+        "gemm_reference": measured_source,
         "penalty": penalty,
         "cv_mape": round(summary(rows)["mape"], 5),
         "cv_coverage": round(summary(rows)["coverage"], 4),
@@ -237,6 +255,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--write", action="store_true", help="rewrite training.toml and training_cv.csv")
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--penalty", type=float, default=DEFAULT_PENALTY)
+    ap.add_argument("--untied", action="store_true", help="fit each GEMM efficiency freely")
     args = ap.parse_args(argv)
     t0 = time.time()
     cases = load_cases()
@@ -245,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
         template=load_calibration(),
         penalty=args.penalty,
         iters=args.iters,
+        tie=not args.untied,
         progress=lambda s: print(f"[{time.time() - t0:6.0f} s] fitting without {s}", flush=True),
     )
     header = (
