@@ -13,6 +13,7 @@ from rich.table import Table
 from tenfold.cli.output import fail, print_json, readable_file
 from tenfold.perf.validation import serving as vi
 from tenfold.perf.validation.training import ValidationReport, default_runs_path, validate_training
+from tenfold.report.format import fmt_number
 
 app = typer.Typer(help="Validate the models against published measurements.", no_args_is_help=True)
 
@@ -82,8 +83,9 @@ def check_rows(report: ValidationReport, path: Path, kind: str) -> None:
 
 
 IN_SAMPLE = (
-    "in-sample: the calibration's free parameters were fitted on these rows; "
-    "held-out figures (leave-one-out; fit on half, predict the other) are in docs/perf.md, docs/inference.md"
+    "MAPE and error are in-sample (the calibration's free parameters were fitted on the rows marked fit; "
+    "rows marked holdout were never fitted); CV columns are leave-one-source-out cross-validation "
+    "(docs/perf.md)"
 )
 NOT_FITTED = "rows from your file: not used in the fit, unless they repeat shipped rows"
 
@@ -107,45 +109,78 @@ def predicted_cell(predicted: float, span: tuple[float, float] | None) -> str:
 
 
 def show_report(report: ValidationReport, *, title: str, as_json: bool, sample: str) -> None:
-    """Per-row table, MAPE table labelled in-sample or not, and the unpredicted rows with their reasons (or
-    one JSON object with an `accuracy` field saying which)."""
+    """Per-row table (in-sample error, and the leave-one-source-out error where the stored cross-validation
+    covers the row), MAPE table with both labelled, interval coverage, and the unpredicted rows with their
+    reasons (or one JSON object with an `accuracy` field saying which)."""
     if as_json:
         print_json({**report.to_dict(), "accuracy": sample})
         return
     console = Console()
+    has_cv = any(r.cv_error is not None for r in report.rows)
     # numbers never wrap or get cut; the text columns fold, so the table fits 80 columns
     t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-    numbers = ("GPUs", "measured", "predicted", "error")
+    numbers = ("GPUs", "measured", "predicted", "80 % range", "error", *(("CV error",) if has_cv else ()))
     for col in ("id, GPU, metric (reliability)", *numbers, "layout used"):
         if col in numbers:
             t.add_column(col, justify="right", no_wrap=True)
         else:
             t.add_column(col, overflow="fold", ratio=1)
     for r in report.rows:
-        colour = "green" if abs(r.error) <= 0.05 else "yellow" if abs(r.error) <= 0.15 else "red"
+        tag = " holdout" if r.split == "holdout" else ""
         t.add_row(
-            f"{r.id}\n{r.gpu}, {r.metric} ({r.reliability})",
+            f"{r.id}{tag}\n{r.gpu}, {r.metric} ({r.reliability})",
             str(r.num_gpus),
             f"{r.measured:.4g}",
             predicted_cell(r.predicted, r.predicted_range),
-            f"[{colour}]{r.error:+.1%}[/{colour}]",
+            ""
+            if r.interval is None
+            else f"{fmt_number(r.interval[0], '.4g')}-\n{fmt_number(r.interval[1], '.4g')}",
+            error_cell(r.error),
+            *((error_cell(r.cv_error),) if has_cv else ()),
             r.layout,
         )
     console.print(t)
+    console.print(summary_table(report, has_cv))
+    if report.cross_validation:
+        cv = report.cross_validation
+        console.print(
+            f"cross-validated (CV): {cv['method']}; {cv['rows']} rows from {cv['sources']} sources, "
+            f"MAPE {cv['mape']:.1%}, 80 % intervals cover {cv['coverage']:.0%} of rows"
+        )
+    if report.coverage == report.coverage:  # not NaN
+        console.print(f"80 % intervals around the predictions above cover {report.coverage:.0%} of rows")
+    console.print(f"accuracy: {sample}")
+    for rid, why in report.unpredictable:
+        console.print(f"[yellow]not predicted[/yellow] {rid}: {why}")
+
+
+def error_cell(error: float | None) -> str:
+    """A signed error, coloured by size (blank when there is none)."""
+    if error is None:
+        return ""
+    colour = "green" if abs(error) <= 0.05 else "yellow" if abs(error) <= 0.15 else "red"
+    return f"[{colour}]{error:+.1%}[/{colour}]"
+
+
+def summary_table(report: ValidationReport, has_cv: bool) -> Table:
+    """MAPE overall and by split, GPU and reliability; a CV column beside the in-sample one."""
     s = Table(title="mean absolute percentage error")
     s.add_column("group")
     s.add_column("rows", justify="right")
     s.add_column("MAPE", justify="right")
-    counts: dict[str, int] = {}
+    if has_cv:
+        s.add_column("CV MAPE", justify="right")
+    groups: dict[str, list] = {"overall": list(report.rows)}
     for r in report.rows:
-        for key in (f"gpu {r.gpu}", f"reliability {r.reliability}"):
-            counts[key] = counts.get(key, 0) + 1
-    s.add_row("overall", str(len(report.rows)), f"{report.mape:.1%}")
-    for g, v in report.mape_by_gpu.items():
-        s.add_row(f"gpu {g}", str(counts[f"gpu {g}"]), f"{v:.1%}")
-    for g, v in report.mape_by_reliability.items():
-        s.add_row(f"reliability {g}", str(counts[f"reliability {g}"]), f"{v:.1%}")
-    console.print(s)
-    console.print(f"accuracy: {sample}")
-    for rid, why in report.unpredictable:
-        console.print(f"[yellow]not predicted[/yellow] {rid}: {why}")
+        for key in (f"split {r.split}", f"gpu {r.gpu}", f"reliability {r.reliability}"):
+            groups.setdefault(key, []).append(r)
+    for name, rows in groups.items():
+        if name.startswith("split") and all(r.split == "fit" for r in report.rows):
+            continue  # one split: the overall row says it
+        mape = sum(abs(r.error) for r in rows) / len(rows)
+        cells = [name, str(len(rows)), f"{mape:.1%}"]
+        if has_cv:
+            cv = [abs(r.cv_error) for r in rows if r.cv_error is not None]
+            cells.append(f"{sum(cv) / len(cv):.1%}" if cv else "")
+        s.add_row(*cells)
+    return s

@@ -113,3 +113,32 @@ def test_infeasible_plans_always_carry_a_reason(plan, name, gpu, gbs, precision)
     assert e.num_gpus == lay.tp * lay.pp * lay.dp * lay.cp == lay.gpus
     if e.feasible:
         assert e.step_time_s > 0 and e.memory.total_GiB <= e.memory.capacity_GiB
+
+
+def test_every_estimate_carries_its_measured_80_percent_interval():
+    from tenfold.perf import load_calibration
+
+    cal = load_calibration()
+    dense = estimate_training(
+        "llama3-70b", "h100-sxm", Layout(tp=4, pp=4, dp=4), seq_len=8192, global_batch=128, precision="fp8"
+    )
+    lo, hi = dense.interval
+    assert lo < dense.tokens_per_s_per_gpu < hi
+    assert dense.uncertainty_group == "hopper/dense"
+    assert hi / dense.tokens_per_s_per_gpu == pytest.approx(dense.interval_factor)
+    assert dense.interval_factor == pytest.approx(cal.uncertainty.factor("hopper/dense"))
+    # an accelerator nobody validated gets the widest spread measured
+    amd = estimate_training("llama3-70b", "mi300x", Layout(tp=8, dp=8), seq_len=8192, global_batch=128)
+    assert amd.interval_factor == pytest.approx(
+        math.exp(1.2815515655446004 * max([cal.uncertainty.pooled, *cal.uncertainty.log_sigma.values()]))
+    )
+    # without a measured uncertainty there is no interval rather than an invented one
+    bare = estimate_training(
+        "llama3-8b",
+        "h100-sxm",
+        Layout(dp=8),
+        seq_len=8192,
+        global_batch=64,
+        calibration=replace(cal, uncertainty=None),
+    )
+    assert all(math.isnan(x) for x in bare.interval)
