@@ -8,10 +8,18 @@ and docs/perf.md.
 import csv
 import hashlib
 import math
+from dataclasses import replace
 
 import pytest
 
-from tenfold.perf.validation.training import default_runs_path, load_cases, validate_training
+from tenfold.perf.calibration import load_calibration
+from tenfold.perf.training.stack import stack
+from tenfold.perf.validation.training import (
+    default_runs_path,
+    load_cases,
+    predict_case,
+    validate_training,
+)
 
 MAPE_OVERALL = 0.08  # achieved 7.4 % (in-sample; leave-one-out 8.5 %)
 MAPE_HIGH = 0.07  # achieved 6.3 %
@@ -119,3 +127,19 @@ def test_row_architecture_matches_published_params():
             continue
         # 3 %: Narayanan Table 1 prints 1.7B for a 1.65B model
         assert c.model.total_params() == pytest.approx(c.model.published_params, rel=0.03), c.id
+
+
+def test_torchtitan_rows_use_their_preset_and_async_tp_matters():
+    """torchtitan rows resolve to the torchtitan stack (FSDP2 = ZeRO-3); turning its async TP off slows a
+    TP8 row, turning it off on a TP1 row changes nothing."""
+    cases = {c.id: c for c in load_cases()}
+    cal = load_calibration()
+    tp8 = cases["tt24-llama31-70b-fsdp32-tp8-asynctp-float8"]
+    tp1 = cases["tt24-llama31-8b-fsdp8-float8"]
+    for c in (tp8, tp1):
+        assert c.software.name == "torchtitan" and all(lay.zero == 3 for lay in c.candidates)
+    vanilla = stack("torchtitan", tp_overlap=False)
+    fast, slow = (predict_case(replace(tp8, software=s), cal).predicted for s in (tp8.software, vanilla))
+    assert slow < fast
+    same = predict_case(replace(tp1, software=vanilla), cal).predicted
+    assert same == pytest.approx(predict_case(tp1, cal).predicted)
