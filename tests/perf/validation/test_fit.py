@@ -13,6 +13,14 @@ from tenfold.perf.validation import serving as validate_serving
 from tenfold.perf.validation.fit import fit_calibration
 from tenfold.perf.validation.training import load_cases, predict_case
 
+# Rows added for issue 15 after the shipped training calibration was fitted (see test_training.py): the
+# recorded objective and the held-out-half check are about the rows it was fitted on.
+ADDED_AFTER_FIT = ("mb25", "mb26", "zoo-", "tt24-", "tt25-", "trainy-")
+
+
+def _fitted_cases():
+    return [c for c in load_cases() if not c.reason and not c.id.startswith(ADDED_AFTER_FIT)]
+
 
 @pytest.mark.parametrize("kind", ["training", "inference"])
 def test_committed_values_are_within_physical_bounds(kind):
@@ -32,7 +40,8 @@ def test_committed_values_are_within_physical_bounds(kind):
 )
 def test_committed_fit_objective_is_reproducible():
     cal = load_calibration()
-    cases = [c for c in load_cases() if not c.reason]
+    cases = _fitted_cases()
+    assert len(cases) == cal.fit["rows"]
     w = np.array([{"high": 1.0, "medium": 0.5}.get(c.reliability, 0.25) for c in cases])
     e = np.minimum([abs(predict_case(c, cal).error) for c in cases], 0.5)
     assert float(np.sum(w * e) / np.sum(w)) == pytest.approx(cal.fit["objective_value"], abs=2e-5)
@@ -75,7 +84,7 @@ def test_fallback_for_uncalibrated_architectures():
 def test_held_out_split_generalises():
     """Fit on the even-numbered rows, score the odd-numbered ones (and vice versa): each held-out half
     must stay within the issue's starting bound of 15 % (achieved 12.4 % and 8.9 %)."""
-    cases = [c for c in load_cases() if not c.reason]
+    cases = _fitted_cases()
     start = load_calibration()
     for keep in (0, 1):
         train = frozenset(c.id for i, c in enumerate(cases) if i % 2 != keep)

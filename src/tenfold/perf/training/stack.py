@@ -196,6 +196,44 @@ def _deepseek_v3() -> Stack:
     return Stack(name="deepseek-v3", pp_schedule="dualpipe", ep_overlap=True, ep_dedup=True, default_vp=1)
 
 
+@_register
+def _torchtitan() -> Stack:
+    """torchtitan (PyTorch-native FSDP2 + TP + PP + CP, torch.compile, torchao float8) as in its H100
+    benchmarks (https://github.com/pytorch/torchtitan/tree/main/benchmarks). float8 tensorwise and rowwise
+    both map to the `fp8` precision. Runs without async TP (`enable_async_tensor_parallel = false`,
+    torchtitan's default) need `stack("torchtitan", tp_overlap=False)`; the shipped rows with TP all use
+    async TP."""
+    return Stack(
+        name="torchtitan",
+        # F.scaled_dot_product_attention(is_causal=True) (torchtitan/models/llama/model.py at commit 9dec370),
+        # which dispatches to the fused flash / cuDNN kernels.
+        flash_attention=True,
+        # Async TP (torch._inductor micro-pipelining of the TP all-gather / reduce-scatter with the matmuls,
+        # benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md): the same hide-behind-the-GEMM rule as TE.
+        tp_overlap=True,
+        # FSDP2 prefetches the next layer's all-gather and overlaps the reduce-scatter (docs/fsdp.md).
+        dp_overlap=True,
+        # Assumed: torch.distributed.pipelining documents no Megatron-style overlap_p2p_comm; a stage waits
+        # for its recv before it runs.
+        pp_overlap=False,
+        # generate_split_points (torchtitan/parallelisms/pipelining_utils.py, Dec 2024) splits the layers
+        # evenly and leaves the embedding on the first stage and the norm + output on the last.
+        balanced_stages=False,
+        # experimental.context_parallel_rotate_method defaults to "allgather" (torchtitan/config_manager.py
+        # at commit 9dec370).
+        cp_comm="allgather",
+        # FSDP2 shards parameters, gradients and optimizer states (ZeRO-3); gradients reduced in fp32
+        # (training.mixed_precision_reduce = "float32", config_manager.py).
+        default_zero=3,
+        grad_reduce_bytes=4.0,
+        main_grad_bytes=4.0,
+        # reshard_after_forward = not pp_enabled (torchtitan/parallelisms/parallelize_llama.py at 9dec370):
+        # with PP the weights stay gathered across the micro-batches; without PP a step is one micro-batch
+        # in the benchmarks (no gradient accumulation).
+        fsdp_regather=False,
+    )
+
+
 STACK_NAMES = tuple(_STACKS)
 
 
