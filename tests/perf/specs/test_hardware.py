@@ -115,3 +115,12 @@ def test_an_unknown_or_ambiguous_name_is_refused_with_suggestions():
         load_hardware("mi3")
     with pytest.raises(ValueError, match="unknown hardware entry 'h10'"):  # not a whole word of a name
         load_hardware("h10")
+
+
+def test_power_limited_grand_teton_h100_sits_between_nvl_and_sxm():
+    # torchtitan's benchmarks: peak "between SXM and NVL"; H100 NVL dense BF16 is 835.5 TFLOP/s
+    gt, sxm = load_hardware("grandteton-h100"), load_hardware("h100-sxm")
+    assert 835.5e12 < gt.peak("bf16") < sxm.peak("bf16")
+    assert 2 * 835.5e12 < gt.peak("fp8") < sxm.peak("fp8")
+    assert gt.hbm_Bps < sxm.hbm_Bps and gt.tdp_W < sxm.tdp_W
+    assert gt.arch == sxm.arch  # same Hopper calibration

@@ -256,3 +256,28 @@ def head_times(model: ModelSpec, *, tokens, tp, r: Rates):
     logits = T * model.vocab / tp
     # write logits 2 B, softmax in fp32 (read 2, write 4), backward read 4 write 2
     return f + logits * 8.0 / r.hbm_Bps + 2 * r.kernel_s, b + logits * 6.0 / r.hbm_Bps + 2 * r.kernel_s
+
+
+def op_sac_recompute(model: ModelSpec, lt: LayerTimes, *, moe: bool, tokens, tp, r: Rates, low: bool):
+    """Forward seconds that torchtitan's per-op selective activation checkpointing runs again in one layer.
+
+    The policy (`_apply_ac_to_transformer_block`, torchtitan/parallelisms/parallelize_llama.py at commit
+    9dec370, https://github.com/pytorch/torchtitan) counts a block's `aten.mm` calls and saves the output of
+    the odd-numbered ones, of flash/efficient SDPA, of TP reduce-scatters and of max/abs (float8 scales);
+    every other op is recomputed in the backward. torchtitan's Llama block issues seven mm in the order wq,
+    wk, wv (`self.wq(x), self.wk(x), self.wv(x)`), wo, then w1, w3, w2 (`self.w2(F.silu(self.w1(x)) *
+    self.w3(x))`, torchtitan/models/llama/model.py), so wk, wo and w3 run again, about 36 % of an 8B
+    layer's GEMM FLOPs (Megatron's selective recompute runs only the attention core). The memory-bound ops
+    (norms, residual adds, RoPE, SiLU and product, float8 casts) are not on the save list: all of
+    `lt.other_f` runs again. The attention core is saved. Layers of another structure (MLA projections,
+    MoE experts) are priced at half their GEMM forward, the average of the alternation.
+    """
+    if moe or model.is_mla:
+        return 0.5 * lt.gemm_f + lt.other_f
+    T, tp = np.asarray(tokens, dtype=float), np.asarray(tp, dtype=float)
+    h, a, g, d = model.hidden, model.heads, model.kv_heads, model.head_dim
+    wk, _ = gemm_times(T, g * d / tp, h, r, low=low)
+    wo, _ = gemm_times(T, h, a * d / tp, r, low=low)
+    # w3 (gated) or, in a two-matmul FFN, w2: the same FLOPs either way
+    ffn_mm, _ = gemm_times(T, model.ffn / tp, h, r, low=low)
+    return wk + wo + ffn_mm + lt.other_f

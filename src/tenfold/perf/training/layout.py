@@ -42,7 +42,8 @@ class Layout:
     vp: virtual pipeline stages (interleaved 1F1B chunks per GPU).
     sp: sequence parallelism (None: on whenever tp > 1).
     micro_batch: sequences per micro-batch.
-    recompute: "none", "selective" (attention core) or "full" activation recomputation.
+    recompute: "none", "selective" (the software's selective policy: the attention core, or torchtitan's
+        per-op policy, see stack.Stack.selective_policy) or "full" activation recomputation.
     recompute_layers: with full recomputation, how many layers per pipeline stage are recomputed
         (Megatron `recompute_num_layers` with the block method); None = all.
     zero: ZeRO stage 0-3 over the data-parallel group (3 = FSDP); None: the software stack's default.

@@ -31,6 +31,7 @@ from tenfold.perf.specs.models import ModelSpec
 TP_OVERLAP_RESIDUAL = 0.1
 SCHEDULES = ("1f1b", "dualpipe")
 CP_COMMS = ("ring", "allgather", "a2a")
+SELECTIVE_POLICIES = ("attention", "op")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +43,10 @@ class Stack:
     ep_dedup: MoE dispatch sends a token once per remote domain (DeepEP / HybridEP / node-limited routing).
     pp_schedule: "1f1b" (interleaved when vp > 1) or "dualpipe" (DeepSeek-V3, arXiv 2412.19437 §3.2.1).
     cp_comm: context-parallel algorithm: "ring" (p2p KV exchange), "allgather" (Llama 3), "a2a" (Ulysses).
+    selective_policy: what the layout's "selective" recomputation recomputes. "attention": the attention
+        core (Megatron's selective recompute, Korthikanti et al. 2022 §5). "op": torchtitan's per-op
+        selective activation checkpointing, which saves attention outputs but recomputes every second
+        matmul of a block and all memory-bound ops (`compute.op_sac_recompute`).
     balanced_stages: the pipeline layout accounts for the embedding/head (Megatron-Core
         `account_for_embedding/loss_in_pipeline_split`); otherwise the last stage also carries the head.
     grad_reduce_bytes: bytes per gradient element in the data-parallel reduction.
@@ -73,6 +78,7 @@ class Stack:
     ep_dedup: bool = False
     pp_schedule: str = "1f1b"
     cp_comm: str = "ring"
+    selective_policy: str = "attention"
     balanced_stages: bool = True
     grad_reduce_bytes: float = 4.0
     main_grad_bytes: float = 4.0
@@ -90,6 +96,8 @@ class Stack:
             raise ValueError(f"pp_schedule {self.pp_schedule!r} not in {SCHEDULES}")
         if self.cp_comm not in CP_COMMS:
             raise ValueError(f"cp_comm {self.cp_comm!r} not in {CP_COMMS}")
+        if self.selective_policy not in SELECTIVE_POLICIES:
+            raise ValueError(f"selective_policy {self.selective_policy!r} not in {SELECTIVE_POLICIES}")
         if self.default_zero not in (0, 1, 2, 3):
             raise ValueError(f"default_zero must be 0-3, got {self.default_zero}")
         if self.default_recompute not in (None, "none", "selective", "full"):
@@ -222,6 +230,11 @@ def _torchtitan() -> Stack:
         # experimental.context_parallel_rotate_method defaults to "allgather" (torchtitan/config_manager.py
         # at commit 9dec370).
         cp_comm="allgather",
+        # activation_checkpoint.selective_ac_option = "op" in the benchmarks' configs (train_configs/
+        # llama3_8b.toml at 9dec370): the policy in _apply_ac_to_transformer_block (torchtitan/parallelisms/
+        # parallelize_llama.py at 9dec370) saves the outputs of flash/efficient SDPA, reduce-scatter, max/abs
+        # and every odd-numbered aten.mm of a block, and recomputes everything else.
+        selective_policy="op",
         # FSDP2 shards parameters, gradients and optimizer states (ZeRO-3); gradients reduced in fp32
         # (training.mixed_precision_reduce = "float32", config_manager.py).
         default_zero=3,

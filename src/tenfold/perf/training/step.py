@@ -26,7 +26,15 @@ from tenfold.perf.specs.hardware import Hardware
 from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.specs.precision import Precision
 from tenfold.perf.training import memory
-from tenfold.perf.training.compute import LayerTimes, Rates, gemm_times, head_times, layer_times, rates
+from tenfold.perf.training.compute import (
+    LayerTimes,
+    Rates,
+    gemm_times,
+    head_times,
+    layer_times,
+    op_sac_recompute,
+    rates,
+)
 from tenfold.perf.training.grid import PlanGrid, PlanTerms
 from tenfold.perf.training.layout import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 from tenfold.perf.training.stack import TP_OVERLAP_RESIDUAL, Stack, uses_flash
@@ -111,10 +119,17 @@ def _layer_costs(
         zero = np.zeros_like(T)
         ep_f, ep_b = _ep_times(model, p, lt, software, links, low=low) if moe else (zero, zero)
         # recomputation: full = the whole forward again (with its communication); selective = the
-        # attention core (Korthikanti et al. 2022 §5)
+        # attention core (Korthikanti et al. 2022 §5), or under torchtitan's per-op policy every second
+        # matmul and the memory-bound ops, with the sequence-parallel all-gathers feeding them (half the
+        # forward's TP collectives; the reduce-scatters are saved)
         full, selective = rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE
-        rec_compute = np.where(full, rf * lt.fwd, np.where(selective, lt.attn_f, 0.0))
-        rec_tp = np.where(full, rf * tp_f, 0.0)
+        if software.selective_policy == "op":
+            sel = op_sac_recompute(model, lt, moe=moe, tokens=T, tp=tp, r=r, low=low)
+            sel_tp = 0.5 * tp_f
+        else:
+            sel, sel_tp = lt.attn_f, 0.0
+        rec_compute = np.where(full, rf * lt.fwd, np.where(selective, sel, 0.0))
+        rec_tp = np.where(full, rf * tp_f, np.where(selective, sel_tp, 0.0))
         rec_ep = np.where(full, rf * ep_f, 0.0)
         w = count / model.layers
         out["compute"] = out["compute"] + w * (lt.fwd + lt.bwd + rec_compute)
