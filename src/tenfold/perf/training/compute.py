@@ -2,7 +2,12 @@
 
 * GEMM (roofline, scaling book https://jax-ml.github.io/scaling-book/roofline): t = max(F / (peak·η),
   bytes / (BW·η_mem)) + one kernel overhead, with F = 2·M·N·K and M rounded up to the 128-row tile the
-  tensor-core kernels use (so a grouped expert GEMM with few tokens pays for its padding). Backward =
+  tensor-core kernels use (so a grouped expert GEMM with few tokens pays for its padding). MoE expert
+  GEMMs are one kernel per local expert, each paying the kernel overhead: Transformer Engine's
+  GroupedLinear (Megatron-Core's `TEGroupedMLP`) issues one cuBLAS GEMM per expert, spread over a few
+  streams (transformer_engine/pytorch/module/grouped_linear.py -> general_grouped_gemm ->
+  nvte_multi_stream_cublas_gemm, https://github.com/NVIDIA/TransformerEngine), so EP8 with 32 experts per
+  GPU launches 8x the expert kernels of EP64 for the same FLOPs. Backward =
   dgrad (same F) + wgrad (same F, accumulating into the fp32 main gradient: 8 B per weight).
   η is the calibrated efficiency for the GPU's architecture and the operand width.
 * Flash attention: causal scores only; backward = 2.5x the forward FLOPs (five matmuls instead of two,
