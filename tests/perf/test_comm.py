@@ -50,3 +50,14 @@ def test_alltoall_and_dedup():
 def test_p2p_picks_the_tier():
     assert float(p2p_time(1e9, 4, L)) == pytest.approx(1e9 / 400e9)
     assert float(p2p_time(1e9, 8, L)) == pytest.approx(1e9 / 50e9)
+
+
+def test_fused_dispatch_runs_at_link_efficiency():
+    slow = Links(
+        domain=8, up_Bps=400e9, out_Bps=50e9, up_latency_s=1e-6, out_latency_s=5e-6, a2a_efficiency=0.5
+    )
+    plain = float(all_to_all_time(1e8, 1e9, 64, slow))
+    fused = float(all_to_all_time(1e8, 1e9, 64, slow, fused=True))
+    assert plain == pytest.approx(1e9 / 25e9 + 5e-6)  # NCCL all-to-all at a2a_efficiency
+    assert fused == pytest.approx(1e9 / 50e9 + 5e-6)  # DeepEP / HybridEP at the NIC's rate
+    assert float(all_to_all_time(1e8, 1e9, 1, slow, fused=True)) == 0.0

@@ -64,11 +64,17 @@ def all_reduce_time(size_bytes, n, stride, links: Links):
     return 2.0 * reduce_scatter_time(size_bytes, n, stride, links)
 
 
-def all_to_all_time(intra_bytes, inter_bytes, n, links: Links):
+def all_to_all_time(intra_bytes, inter_bytes, n, links: Links, *, fused: bool = False):
     """An all-to-all whose per-GPU payload splits into bytes staying in the domain and bytes leaving it;
-    the two tiers run concurrently, so the slower one sets the time."""
+    the two tiers run concurrently, so the slower one sets the time.
+
+    A plain (NCCL) all-to-all runs at `a2a_efficiency` of the ring-collective bandwidth. `fused`: the
+    deduplicating MoE dispatch kernels (DeepEP, HybridEP) instead stream large per-domain chunks and
+    reach about the link rate on both tiers: DeepEP's README reports 153-158 GB/s over H800 NVLink and
+    43-58 GB/s per 400 Gb/s RDMA NIC for its normal kernels (https://github.com/deepseek-ai/DeepEP,
+    "Normal kernels with NVLink and RDMA forwarding"), so they get the tiers' own efficiencies."""
     n = np.asarray(n, dtype=float)
-    eff = links.a2a_efficiency
+    eff = 1.0 if fused else links.a2a_efficiency
     t_in = np.asarray(intra_bytes, dtype=float) / (links.up_Bps * eff) + links.up_latency_s
     t_out = np.asarray(inter_bytes, dtype=float) / (links.out_Bps * eff) + links.out_latency_s
     t_out = np.where(np.asarray(inter_bytes) > 0, t_out, 0.0)

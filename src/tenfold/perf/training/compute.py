@@ -2,7 +2,12 @@
 
 * GEMM (roofline, scaling book https://jax-ml.github.io/scaling-book/roofline): t = max(F / (peak·η),
   bytes / (BW·η_mem)) + one kernel overhead, with F = 2·M·N·K and M rounded up to the 128-row tile the
-  tensor-core kernels use (so a grouped expert GEMM with few tokens pays for its padding). Backward =
+  tensor-core kernels use (so a grouped expert GEMM with few tokens pays for its padding). MoE expert
+  GEMMs are one kernel per local expert, each paying the kernel overhead: Transformer Engine's
+  GroupedLinear (Megatron-Core's `TEGroupedMLP`) issues one cuBLAS GEMM per expert, spread over a few
+  streams (transformer_engine/pytorch/module/grouped_linear.py -> general_grouped_gemm ->
+  nvte_multi_stream_cublas_gemm, https://github.com/NVIDIA/TransformerEngine), so EP8 with 32 experts per
+  GPU launches 8x the expert kernels of EP64 for the same FLOPs. Backward =
   dgrad (same F) + wgrad (same F, accumulating into the fp32 main gradient: 8 B per weight).
   η is the calibrated efficiency for the GPU's architecture and the operand width.
 * Flash attention: causal scores only; backward = 2.5x the forward FLOPs (five matmuls instead of two,
@@ -63,9 +68,10 @@ def rates(hw: Hardware, precision: Precision, cal: Calibration) -> Rates:
     )
 
 
-def gemm_times(M, N, K, r: Rates, *, count=1.0, low: bool = True):
-    """(forward, backward) seconds of `count` GEMMs [M,K]x[K,N] issued as one (grouped) kernel each pass."""
-    M, N, K, count = (np.asarray(x, dtype=float) for x in (M, N, K, count))
+def gemm_times(M, N, K, r: Rates, *, count=1.0, low: bool = True, kernels=1.0):
+    """(forward, backward) seconds of `count` GEMMs [M,K]x[K,N], issued as `kernels` kernels per GEMM
+    kind and pass (1: one batched or grouped kernel; `count`: one kernel per GEMM, as for MoE experts)."""
+    M, N, K, count, kernels = (np.asarray(x, dtype=float) for x in (M, N, K, count, kernels))
     flops_rate = r.lp_flops if low else r.bf16_flops
     ob = r.operand_bytes if low else 2.0
     mp = np.ceil(M / TILE_M) * TILE_M
@@ -73,11 +79,11 @@ def gemm_times(M, N, K, r: Rates, *, count=1.0, low: bool = True):
     fwd_bytes = count * (M * K * ob + K * N * ob + M * N * 2.0)
     dgrad_bytes = count * (M * N * ob + K * N * ob + M * K * 2.0)
     wgrad_bytes = count * (M * N * ob + M * K * ob + K * N * 8.0)
-    fwd = np.maximum(t_math, fwd_bytes / r.hbm_Bps) + r.kernel_s
+    fwd = np.maximum(t_math, fwd_bytes / r.hbm_Bps) + kernels * r.kernel_s
     bwd = (
         np.maximum(t_math, dgrad_bytes / r.hbm_Bps)
         + np.maximum(t_math, wgrad_bytes / r.hbm_Bps)
-        + 2.0 * r.kernel_s
+        + 2.0 * kernels * r.kernel_s
     )
     return fwd, bwd
 
@@ -133,6 +139,7 @@ class GemmShape:
     """One linear layer's forward GEMM [M, K] x [K, N], issued as `count` GEMMs in one (grouped) kernel.
 
     low: whether it runs in the training precision (False for the MoE router, which stays 16-bit).
+    kernels: kernels launched per pass for the `count` GEMMs (see `gemm_times`).
     Its backward is dgrad [M, N] x [N, K] and wgrad [N, M] x [M, K] (see `gemm_times`).
     """
 
@@ -141,6 +148,7 @@ class GemmShape:
     K: np.ndarray
     count: np.ndarray | float = 1.0
     low: bool = True
+    kernels: np.ndarray | float = 1.0
 
 
 def layer_gemms(model: ModelSpec, *, moe: bool, tokens, tp, ep) -> list[GemmShape]:
@@ -155,8 +163,8 @@ def layer_gemms(model: ModelSpec, *, moe: bool, tokens, tp, ep) -> list[GemmShap
     gate = 2 if model.gated else 1
     out: list[GemmShape] = []
 
-    def add(M, N, K, count=1.0, low=True):
-        out.append(GemmShape(M=M, N=N, K=K, count=count, low=low))
+    def add(M, N, K, count=1.0, low=True, kernels=1.0):
+        out.append(GemmShape(M=M, N=N, K=K, count=count, low=low, kernels=kernels))
 
     if model.is_mla:
         dn, dr, dv = model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim
@@ -176,8 +184,9 @@ def layer_gemms(model: ModelSpec, *, moe: bool, tokens, tp, ep) -> list[GemmShap
         t_moe = T / tp  # sequence-parallel shard entering the router
         add(t_moe, model.experts, h, low=False)  # router
         m_e = t_moe * k * ep / model.experts
-        add(m_e, fe * gate, h, count=model.experts / ep)
-        add(m_e, h, fe, count=model.experts / ep)
+        local = model.experts / ep
+        add(m_e, fe * gate, h, count=local, kernels=local)
+        add(m_e, h, fe, count=local, kernels=local)
         if model.shared_experts:
             fs = model.shared_experts * fe
             add(T, fs * gate / tp, h)
@@ -207,9 +216,9 @@ def layer_times(
     q_in = np.zeros_like(T)  # low-precision elements quantized in the forward (GEMM inputs)
     q_out = np.zeros_like(T)  # ... and in the backward (output gradients)
 
-    def add(M, N, K, count, lowp):
+    def add(M, N, K, count, lowp, kernels):
         nonlocal gf, gb, q_in, q_out
-        f, b = gemm_times(M, N, K, r, count=count, low=lowp)
+        f, b = gemm_times(M, N, K, r, count=count, low=lowp, kernels=kernels)
         gf = gf + f
         gb = gb + b
         if lowp and low:
@@ -217,7 +226,7 @@ def layer_times(
             q_out = q_out + np.asarray(M) * N * count
 
     for gemm in layer_gemms(model, moe=moe, tokens=T, tp=tp, ep=ep):
-        add(gemm.M, gemm.N, gemm.K, gemm.count, lowp=low and gemm.low)
+        add(gemm.M, gemm.N, gemm.K, gemm.count, lowp=low and gemm.low, kernels=gemm.kernels)
     rope_elems = (a / tp + 1) * model.qk_rope_head_dim if model.is_mla else (a + g) * d / tp
     attn_f, attn_b = attention_times(model, tokens=T, tp=tp, seq_len=seq_len, flash=flash, r=r)
 

@@ -73,7 +73,9 @@ def _cp_times(model: ModelSpec, p: PlanTerms, lt: LayerTimes, software: Stack, l
 
 def _ep_times(model: ModelSpec, p: PlanTerms, lt: LayerTimes, software: Stack, links: Links, *, low: bool):
     """(forward, backward) exposed expert-parallel all-to-all of one MoE layer: dispatch (in the low
-    precision when there is one) and combine (16-bit) forward, the combine's gradient twice backward."""
+    precision when there is one) and combine (16-bit) forward, the combine's gradient twice backward.
+    Deduplicating dispatchers (DeepEP / HybridEP) run at the links' own efficiency
+    (`comm.all_to_all_time`)."""
     kw = dict(
         topk=model.topk,
         ep=p.ep,
@@ -86,8 +88,9 @@ def _ep_times(model: ModelSpec, p: PlanTerms, lt: LayerTimes, software: Stack, l
     tok = p.tokens / p.tp
     i1, o1 = comm.moe_dispatch_bytes(tok, elem_bytes=1.0 if low else 2.0, **kw)
     i2, o2 = comm.moe_dispatch_bytes(tok, elem_bytes=2.0, **kw)
-    disp = comm.all_to_all_time(i1, o1, p.ep, links)
-    comb = comm.all_to_all_time(i2, o2, p.ep, links)
+    fused = software.ep_dedup
+    disp = comm.all_to_all_time(i1, o1, p.ep, links, fused=fused)
+    comb = comm.all_to_all_time(i2, o2, p.ep, links, fused=fused)
     raw_f, raw_b = disp + comb, 2.0 * comb
     if software.ep_overlap:
         return np.maximum(raw_f - lt.fwd, 0.0), np.maximum(raw_b - lt.bwd, 0.0)
