@@ -91,6 +91,7 @@ def fit_calibration(
     exclude: frozenset[str] = frozenset(),
     kind: str = "training",
     progress: Callable[[int, int], None] | None = None,
+    error_cap: float = ERROR_CAP,
 ) -> Calibration:
     """Fit the free parameters on validation cases (default: the shipped rows), leaving out `exclude` ids.
 
@@ -98,6 +99,7 @@ def fit_calibration(
     each row's error capped at `ERROR_CAP` so that one unexplained outlier cannot move every efficiency.
     `kind` picks the model: "training" (training_runs.csv) or "inference" (inference_runs.csv).
     `progress(done, total)` is called as the search advances (iterations over all restarts).
+    `error_cap` replaces ERROR_CAP (a user's few rows of one stack may all start beyond 50 %).
     """
     validate = _validator(kind)
     cases = validate.load_cases() if cases is None else cases
@@ -108,7 +110,7 @@ def fit_calibration(
     def objective(x: np.ndarray) -> float:
         cal = start.from_vector(x)
         errs = np.array([abs(validate.predict_case(c, cal).error) for c in cases])
-        errs = np.minimum(np.where(np.isfinite(errs), errs, ERROR_CAP), ERROR_CAP)
+        errs = np.minimum(np.where(np.isfinite(errs), errs, error_cap), error_cap)
         return float(np.sum(weights * errs) / np.sum(weights))
 
     x = start.to_vector()
@@ -120,7 +122,7 @@ def fit_calibration(
         "rows": len(cases),
         "objective_value": round(objective(x), 5),
         "date": datetime.date.today().isoformat(),
-        "objective": "reliability-weighted MAPE, errors capped at 50%",
+        "objective": f"reliability-weighted MAPE, errors capped at {error_cap:.0%}",
     }
     return replace(fitted, fit=MappingProxyType(info))
 
