@@ -15,7 +15,7 @@ from rich.table import Table
 from tenfold.cli.output import check_range, fail, print_json, progress_bar, readable_file, writable_file
 from tenfold.perf.calibration import Calibration, calibration_to_toml
 from tenfold.perf.validation.calibrate import CalibrationResult, calibrate_on_runs, load_user_cases
-from tenfold.perf.validation.user import check_calibration_dict, load_user_calibration
+from tenfold.perf.validation.user import check_calibration_dict, describe, load_user_calibration
 
 app = typer.Typer(help="Calibrate the models on your own measured runs.", no_args_is_help=True)
 
@@ -37,6 +37,11 @@ def user_calibration(path: str | Path | None, flag: str = "--calibration") -> Ca
         return load_user_calibration(p)
     except (ValueError, OSError) as exc:
         raise fail(f"{flag} {p}: {exc}") from None
+
+
+def calibration_label(path: str | Path, cal: Calibration) -> str:
+    """'your calibration FILE (fitted on N rows of RUNS, DATE)': what the outputs say they used."""
+    return f"your calibration {Path(path).name} ({describe(cal)}), not the shipped fit"
 
 
 @app.command("training")
