@@ -197,3 +197,24 @@ def test_calibration_changes_every_command_output(command, fitted):
 def test_compare_refuses_a_calibration_with_serve(fitted):
     r = runner.invoke(app, ["compare", "-m", "llama3-8b", "--serve", "--calibration", str(fitted[0.7][0])])
     assert r.exit_code == 2 and "--serve" in r.output
+
+
+def test_rows_that_disagree_keep_the_start_calibration(tmp_path):
+    """The same plan measured 30 % slower and 40 % faster than the model: a fit on either row predicts the
+    other worse than the shipped calibration does, so the held-out check fits nothing."""
+
+    def twins(rows):
+        twin = dict(rows[0], id="twin")
+        twin["value"] = repr(float(rows[0]["value"]) * 2.0)  # 0.7 x 2 = 1.4 x the prediction
+        rows[1:] = [twin]
+
+    runs, out = tmp_path / "r.csv", tmp_path / "c.toml"
+    write_runs(runs, 0.7, twins)
+    r = runner.invoke(
+        app, ["calibrate", "training", "--runs", str(runs), "--out", str(out), "--iters", "40", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output)
+    assert not [p for p in report["parameters"] if p["status"] == "fitted"]
+    assert any("keeps the start values" in w for w in report["warnings"])
+    assert load_calibration(out) == load_calibration()
