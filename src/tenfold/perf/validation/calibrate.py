@@ -250,20 +250,22 @@ def calibrate_on_runs(
     ranked, unidentified = rank_parameters(sens)
     most = max_parameters(len(cases), len(ranked))
     counts = candidate_counts(most) if len(cases) >= 2 and most else [most]
-    cv_total = (len(counts) - 1) * min(len(cases), FOLDS) if len(counts) > 1 else 0
+    cv_total = len(counts) * min(len(cases), FOLDS) if len(counts) > 1 else 0
     done = [0]
 
     def tick() -> None:
         done[0] += 1
         if progress:
-            progress(done[0], cv_total + 1)
+            progress(done[0], cv_total + restarts * iters)
 
     held_out = held_out_errors(cases, start, counts, iters=max(40, iters // 4), tick=tick) if cv_total else {}
     # fewest parameters within 0.5 point of the best held-out error: do not chase noise with more
     best = min(held_out.values()) if held_out else 0.0
     count = min((k for k, v in held_out.items() if v <= best + 0.005), default=most)
-    sub = None if progress is None else (lambda d, t: progress(cv_total + d / t, cv_total + 1))
+    sub = None if progress is None else (lambda d, t: progress(cv_total + d, cv_total + t))
     cal, fitted = fit_top(cases, start, count, iters=iters, restarts=restarts, progress=sub)
+    if progress is not None:
+        progress(cv_total + restarts * iters, cv_total + restarts * iters)
     warnings = selection_warnings(len(cases), ranked, unidentified, fitted, most, held_out)
     info = dict(cal.fit) | {
         "rows": len(cases),
