@@ -12,6 +12,7 @@ from tenfold.cli.main import app
 runner = CliRunner()
 
 COMMANDS = [
+    "calibrate training",
     "claims",
     "compare",
     "demo",
@@ -109,6 +110,7 @@ def test_serve_bad_input():
 # one semantic bad input per command (not a mistyped option, which click rejects by itself): exit code 2
 # and a message that names what is wrong. `claims` takes no input; `serve` is covered above.
 BAD_INPUT = {  # command: (arguments, split on spaces; text the message must contain)
+    "calibrate training": ("calibrate training --runs missing-runs.csv --out c.toml", "missing-runs.csv"),
     "compare": ("compare -m no-such-model --tokens 1T -n 8", "no-such-model"),
     "demo": ("demo --rows 0", "rows"),
     "estimate infer": ("estimate infer -m llama3-8b -g z80 --input-len 8 --output-len 8", "z80"),

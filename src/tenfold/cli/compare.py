@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tenfold.cli.calibrate import CALIBRATION_HELP, user_calibration
 from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json, progress_bar, writable_file
 from tenfold.cost.compare import compare_default, compare_training
 from tenfold.cost.compare_serving import compare_serving
@@ -231,6 +232,7 @@ def compare(
         "--headroom",
         help="GiB per GPU each plan leaves outside the model (default: what the framework needs)",
     ),
+    calibration: str = typer.Option("", "--calibration", help=CALIBRATION_HELP + " (training)"),
 ) -> None:
     """Compare GPUs on one workload: GPUs, days, MFU, GPU-hours, rent and own cost, MWh, tCO2, ratios.
 
@@ -250,6 +252,9 @@ def compare(
         raise fail("--export prints training plans; it does not apply with --serve")
     if headroom is not None and (serve or not model):
         raise fail("--headroom applies to a training comparison of one --model")
+    if calibration and serve:
+        raise fail("--calibration is a training calibration; it does not apply with --serve")
+    cal = user_calibration(calibration)
     try:
         settings = CostSettings(
             rent_basis=rent_basis,
@@ -289,6 +294,8 @@ def compare(
                 headroom_GiB=headroom,
             )
             job = ("training", w)
+        if cal is not None:
+            common["calibration"] = cal
         result = run_job(job, gpu_list, num_gpus, deadline_days, common, as_json=as_json)
     except ValueError as exc:
         raise fail(str(exc)) from exc

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from tenfold.cli.calibrate import CALIBRATION_HELP, calibration_label, user_calibration
 from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json
 from tenfold.perf import Deployment, estimate_inference, inference_curve
 from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, MAX_VP, TRAINING
@@ -45,6 +47,7 @@ def train(
     num_gpus: int = typer.Option(0, "--num-gpus", help="cluster size (checked against the layout)"),
     precision: str = typer.Option(TRAINING.precision, help="bf16 | fp16 | fp8 | mxfp8 | nvfp4"),
     software: str = typer.Option(TRAINING.software, help="software stack preset"),
+    calibration: str = typer.Option("", "--calibration", help=CALIBRATION_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Estimate one training plan: step time with breakdown, tokens/s/GPU, MFU, memory per GPU.
@@ -62,6 +65,7 @@ def train(
     check_range("--zero", zero, -1, 3)
     check_range("--seq-len", seq_len, 1, MAX_SEQ)
     check_range("--global-batch", global_batch, 1, MAX_BATCH)
+    cal = user_calibration(calibration)
     try:
         if dp == 0:
             if not num_gpus or num_gpus % (tp * pp * cp):
@@ -87,17 +91,20 @@ def train(
             precision=precision,
             num_gpus=num_gpus or None,
             software=software,
+            calibration=cal,
         )
     except ValueError as exc:
         raise fail(str(exc)) from None
     if as_json:
-        print_json(est.to_dict())
+        print_json(est.to_dict() | ({"calibration": calibration_label(calibration, cal)} if cal else {}))
     else:
         console = Console()
         for table in estimate_tables(est):
             console.print(table)
         for note in est.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
+        if cal:
+            console.print(f"calibration: {escape(calibration_label(calibration, cal))}")
     if not est.feasible:
         raise typer.Exit(EXIT_INFEASIBLE)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tenfold.cli import (
+    calibrate,
     claims,
     compare,
     demo,
@@ -63,6 +64,7 @@ app.add_typer(estimate.app, name="estimate")
 app.add_typer(search.app, name="search")
 app.add_typer(validate.app, name="validate")
 app.add_typer(fleet.app, name="fleet")
+app.add_typer(calibrate.app, name="calibrate")
 
 
 def main() -> None:

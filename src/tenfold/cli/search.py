@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tenfold.cli.calibrate import CALIBRATION_HELP, calibration_label, user_calibration
 from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json, progress_bar
 from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, MAX_VP, TRAINING
 from tenfold.perf.errors import Infeasible
@@ -42,6 +43,7 @@ def train(
     headroom: float | None = typer.Option(
         None, "--headroom", help="GiB per GPU left outside the model (default: what the framework needs)"
     ),
+    calibration: str = typer.Option("", "--calibration", help=CALIBRATION_HELP),
 ) -> None:
     """Enumerate every (tp, pp, vp, dp, cp, ep, micro-batch, recompute, ZeRO) plan, prune by the layout
     rules and by memory, rank the rest by step time.
@@ -55,6 +57,7 @@ def train(
     check_range("--global-batch", global_batch, 1, MAX_BATCH)
     check_range("--top", top, 1)
     check_range("--max-vp", max_vp, 1, MAX_VP)
+    cal = user_calibration(calibration)
     try:
         if export and export not in FRAMEWORKS:
             raise ValueError(f"unknown --export {export!r}; choose one of {', '.join(FRAMEWORKS)}")
@@ -70,6 +73,7 @@ def train(
                 top_k=top,
                 max_vp=max_vp,
                 headroom_GiB=headroom,
+                calibration=cal,
                 progress=progress,
             )
     except ValueError as exc:
@@ -81,7 +85,10 @@ def train(
         except Infeasible as exc:
             raise fail(f"--export {export}: {exc}", EXIT_INFEASIBLE) from None
     if as_json:
-        print_json(result.to_dict() | ({"export": text} if export else {}))
+        extra = ({"export": text} if export else {}) | (
+            {"calibration": calibration_label(calibration, cal)} if cal else {}
+        )
+        print_json(result.to_dict() | extra)
         export = ""
     else:
         out = Console()
@@ -127,6 +134,8 @@ def train(
         for k, v in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
             r.add_row(k, f"{v:,}")
         out.print(r)
+        if cal:
+            out.print(f"calibration: {escape(calibration_label(calibration, cal))}")
     if not result.top:
         raise typer.Exit(EXIT_INFEASIBLE)
     if export:

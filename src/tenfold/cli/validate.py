@@ -10,7 +10,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from tenfold.cli.calibrate import CALIBRATION_HELP, calibration_label, user_calibration
 from tenfold.cli.output import fail, print_json, readable_file
+from tenfold.perf.calibration import Calibration
 from tenfold.perf.validation import serving as vi
 from tenfold.perf.validation.training import ValidationReport, default_runs_path, validate_training
 from tenfold.report.format import fmt_number
@@ -27,6 +29,7 @@ def _group() -> None:
 def training(
     runs: str = typer.Option("", "--runs", help="CSV of runs (default: the shipped training_runs.csv)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object with `rows` and `mape`"),
+    calibration: str = typer.Option("", "--calibration", help=CALIBRATION_HELP),
 ) -> None:
     """Predict each row's metric with the row's own layout; print predicted, measured and error per row,
     then the mean absolute percentage error overall, by GPU and by reliability. Rows that cannot be
@@ -35,8 +38,9 @@ def training(
     Example: tenfold validate training --runs src/tenfold/data/validation/training_runs.csv --json
     """
     path = readable_file("--runs", runs) if runs else default_runs_path()
+    cal = user_calibration(calibration)
     try:
-        report = validate_training(path)
+        report = validate_training(path, calibration=cal)
     except (ValueError, KeyError) as exc:
         raise fail(f"--runs {exc}") from None
     check_rows(report, path, "training")
@@ -44,7 +48,15 @@ def training(
         report,
         title=f"training runs: predicted vs measured ({path.name})",
         as_json=as_json,
-        sample=sample_kind(path, default_runs_path()),
+        sample=user_sample(calibration, cal) if cal else sample_kind(path, default_runs_path()),
+    )
+
+
+def user_sample(path: str, cal: Calibration) -> str:
+    """The accuracy label of rows scored with a user calibration: in-sample for the rows it was fitted on."""
+    return (
+        f"scored with {calibration_label(path, cal)}; rows that calibration was fitted on are in-sample "
+        "for it"
     )
 
 

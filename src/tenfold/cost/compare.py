@@ -33,6 +33,7 @@ from tenfold.cost.workloads import (
     precisions_for,
     training_days,
 )
+from tenfold.perf.calibration import Calibration
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 from tenfold.perf.specs.models import load_model
 from tenfold.perf.training.estimate import TrainingEstimate
@@ -107,11 +108,17 @@ def gpu_ladder(max_gpus: int, min_gpus: int = 8, steps: tuple[float, ...] = (1.0
 
 
 def best_training_at(
-    w: TrainingWorkload, hw: Hardware, n: int, precisions: tuple[str, ...], tick: Callable[[], None]
+    w: TrainingWorkload,
+    hw: Hardware,
+    n: int,
+    precisions: tuple[str, ...],
+    tick: Callable[[], None],
+    calibration: Calibration | None = None,
 ) -> tuple[TrainingEstimate | None, tuple[PrecisionOption, ...]]:
     """The fastest plan of `w` on `n` GPUs of `hw` over `precisions` (the best layout of each by
-    `search_training`), or None when none fits, and one option per precision saying what it gave;
-    `tick()` is called after each search. The fleet planner prices the same plans per pool."""
+    `search_training` under `calibration`, default the shipped fit), or None when none fits, and one
+    option per precision saying what it gave; `tick()` is called after each search. The fleet planner
+    prices the same plans per pool."""
     options, best = [], None
     for p in precisions:
         r = search_training(
@@ -124,6 +131,7 @@ def best_training_at(
             software=w.software,
             top_k=1,
             headroom_GiB=w.headroom_GiB,
+            calibration=calibration,
         )
         tick()
         if r.top:
@@ -197,11 +205,11 @@ def _no_row(hw: Hardware, reason: str, options=()) -> TrainingRow:
     )
 
 
-def _train_one(w, hw, precisions, num_gpus, deadline_days, ladder, settings, defaults, tick):
+def _train_one(w, hw, precisions, num_gpus, deadline_days, ladder, settings, defaults, tick, cal=None):
     if not precisions:
         return _no_row(hw, f"{hw.name} supports none of the requested precisions")
     if num_gpus is not None:
-        best, options = best_training_at(w, hw, num_gpus, precisions, tick)
+        best, options = best_training_at(w, hw, num_gpus, precisions, tick, cal)
         if best is None:
             return _no_row(hw, f"no layout of {num_gpus} {hw.name} fits in any precision", options)
         return _row(w, hw, best, options, settings, defaults)
@@ -209,7 +217,7 @@ def _train_one(w, hw, precisions, num_gpus, deadline_days, ladder, settings, def
 
     def at(i: int) -> tuple:
         if i not in cache:
-            cache[i] = best_training_at(w, hw, ladder[i], precisions, tick)
+            cache[i] = best_training_at(w, hw, ladder[i], precisions, tick, cal)
         return cache[i]
 
     def meets(i: int) -> bool:
@@ -271,11 +279,14 @@ def compare_training(
     ladder_steps: tuple[float, ...] = (1.0, 1.5),
     defaults: CostDefaults | None = None,
     progress: Progress = None,
+    calibration: Calibration | None = None,
 ) -> Comparison:
     """Compare one training run across GPUs (module docstring). Give exactly one of num_gpus or
     deadline_days. `precisions` restricts what each GPU may use; `baseline` (default h100-sxm if listed,
     else the first GPU) is what ratios refer to; under a deadline, GPU counts come from
-    gpu_ladder(max_gpus, steps=ladder_steps). Raises ValueError for bad input."""
+    gpu_ladder(max_gpus, steps=ladder_steps). `calibration`: the training model's fitted efficiencies
+    (default: the shipped fit; a user's file from `tenfold calibrate training`). Raises ValueError for
+    bad input."""
     t0 = time.perf_counter()
     if (num_gpus is None) == (deadline_days is None):
         raise ValueError("give exactly one of num_gpus or deadline_days")
@@ -310,12 +321,17 @@ def compare_training(
             progress(min(done[0], steps), steps)
 
     rows = [
-        _train_one(workload, h, p, num_gpus, deadline_days, ladder, settings, dfl, tick)
+        _train_one(workload, h, p, num_gpus, deadline_days, ladder, settings, dfl, tick, calibration)
         for h, p in zip(hws, per, strict=True)
     ]
     if progress:
         progress(steps, steps)
     notes = [f"token count: {workload.source}"] if workload.source else []
+    if calibration is not None and calibration.fit.get("source"):
+        fit = calibration.fit
+        notes.append(
+            f"throughput from a user calibration fitted on {fit.get('rows', '?')} rows of {fit['source']}"
+        )
     notes.append(
         f"rent = GPU-hours x {settings.rent_basis} price; own = GPU-hours x the owner's $/busy GPU-hour "
         "(tenfold.cost.tco); energy at the facility = IT x PUE"
@@ -343,6 +359,7 @@ def compare_default(
     settings: CostSettings | None = None,
     defaults: CostDefaults | None = None,
     progress: Progress = None,
+    calibration: Calibration | None = None,
 ) -> ComparisonSet:
     """The embedded default (`tenfold compare` with no workload): the article's GPT-MoE-1.8T pre-training
     and Llama 3.1 405B, each at its scenario's GPU count, across `gpus` (workloads.default_scenario)."""
@@ -365,6 +382,7 @@ def compare_default(
                 settings=settings,
                 defaults=defaults,
                 progress=sub,
+                calibration=calibration,
             )
         )
     return ComparisonSet(

@@ -13,12 +13,13 @@ with whether the request gave them or left them to the default (responses.assump
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tenfold.cost.defaults import load_cost_defaults
 from tenfold.cost.workloads import DEFAULT_GPUS
+from tenfold.perf.calibration import Calibration
 from tenfold.perf.defaults import (  # the work bounds, shared with the CLI
     MAX_BATCH,
     MAX_COMPARE_GPUS,
@@ -33,6 +34,7 @@ from tenfold.perf.specs.hardware import list_hardware
 from tenfold.perf.specs.models import list_models
 from tenfold.perf.specs.precision import PRECISIONS
 from tenfold.perf.training.stack import STACK_NAMES
+from tenfold.perf.validation.user import check_calibration_dict
 
 # the shipped catalogs, read from package data (no probe of this machine)
 MODEL_NAMES = tuple(list_models())
@@ -66,12 +68,33 @@ class _Body(BaseModel):
         return {k: {"value": getattr(self, k), "default": k not in given} for k in self.assumed()}
 
 
-class TrainEstimateRequest(_Body):
+class _TrainingBody(_Body):
+    """A request the training model answers: it may carry the user's own calibration."""
+
+    calibration: dict[str, Any] | None = Field(
+        None,
+        description="a training calibration as the tables of the file `tenfold calibrate training` writes "
+        "({gemm_efficiency: {...}, parameters: {...}, fixed and fit optional}); null: the shipped fit",
+    )
+
+    @field_validator("calibration")
+    @classmethod
+    def _check_calibration(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            check_calibration_dict(v)  # a ValueError here is a 422 naming `calibration`
+        return v
+
+    def user_calibration(self) -> Calibration | None:
+        """The request's calibration (None: the shipped fit)."""
+        return None if self.calibration is None else check_calibration_dict(self.calibration)
+
+
+class TrainEstimateRequest(_TrainingBody):
     """One training plan (as `tenfold estimate train`); layout fields left out are the plain layout."""
 
     ASSUMED: ClassVar[tuple[str, ...]] = (
         "seq_len", "global_batch", "precision", "software",
-        "tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "recompute", "zero",
+        "tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "recompute", "zero", "calibration",
     )  # fmt: skip
 
     model: ModelName = "llama3-70b"
@@ -122,10 +145,12 @@ class InferEstimateRequest(_Body):
     curve: bool = Field(True, description="also the throughput-vs-interactivity curve")
 
 
-class SearchRequest(_Body):
+class SearchRequest(_TrainingBody):
     """A layout search (as `tenfold search train`); its grid size is checked before it runs."""
 
-    ASSUMED: ClassVar[tuple[str, ...]] = ("seq_len", "global_batch", "precision", "software", "max_vp")
+    ASSUMED: ClassVar[tuple[str, ...]] = (
+        "seq_len", "global_batch", "precision", "software", "max_vp", "calibration",
+    )  # fmt: skip
 
     model: ModelName = "llama3-70b"
     gpu: GpuName = "h100-sxm"
@@ -140,12 +165,12 @@ class SearchRequest(_Body):
     max_vp: int = Field(TRAINING.max_vp, ge=1, le=16, description="largest virtual-pipeline depth tried")
 
 
-class CompareRequest(_Body):
+class CompareRequest(_TrainingBody):
     """A comparison across GPU types (as `tenfold compare`): a training run at a fixed GPU count or a
     deadline, or a serving load with an interactivity target."""
 
     ASSUMED: ClassVar[tuple[str, ...]] = ("precision", "rent_basis", "grid")
-    ASSUMED_TRAINING: ClassVar[tuple[str, ...]] = ("tokens", "seq_len", "global_batch")
+    ASSUMED_TRAINING: ClassVar[tuple[str, ...]] = ("tokens", "seq_len", "global_batch", "calibration")
     ASSUMED_SERVING: ClassVar[tuple[str, ...]] = (
         "input_len", "output_len", "demand_tokens_per_s", "min_tokens_per_s_per_user", "max_ttft_s", "days",
     )  # fmt: skip
@@ -191,4 +216,6 @@ class CompareRequest(_Body):
             raise ValueError(
                 "training: give exactly one of num_gpus (8 to 65,536) or deadline_days (0.01 to 3650)"
             )
+        if self.kind == "serving" and self.calibration is not None:
+            raise ValueError("calibration: a training calibration; it does not apply to a serving comparison")
         return self

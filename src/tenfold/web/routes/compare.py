@@ -39,6 +39,7 @@ def run_comparison(req: CompareRequest, progress: Progress) -> Comparison:
             num_gpus=req.num_gpus if req.deadline_days is None else None,
             deadline_days=req.deadline_days,
             max_gpus=MAX_DEADLINE_GPUS,
+            calibration=req.user_calibration(),
             **common,
         )
     w = ServingWorkload(

@@ -62,6 +62,7 @@ def estimate_train(req: TrainEstimateRequest) -> JSONResponse:
             global_batch=req.global_batch,
             precision=req.precision,
             software=req.software,
+            calibration=req.user_calibration(),
         )
     except Infeasible as exc:
         return infeasible(exc, req)

@@ -38,6 +38,7 @@ def search_train(req: SearchRequest, request: Request) -> JSONResponse:
             software=req.software,
             top_k=req.top,
             max_vp=req.max_vp,
+            calibration=req.user_calibration(),
             progress=time_limit(state.limits.time_limit_s),
         )
         charts = [c.to_dict() for c in search_charts(r)]

@@ -1,0 +1,91 @@
+"""Does calibrating on a handful of one's own runs improve prediction of the same stack's other runs?
+
+Setup (issue 15, part 3): a stack is the rows of one `source` of the shipped validation data. Two by
+default: the Megatron-Bridge 26.04.01 rows (NVIDIA's published performance tables: H100, B200, GB200,
+GB300; BF16 to NVFP4; dense and MoE models) and Narayanan et al. 2021's Table 1 (Megatron-LM on A100,
+dense GPTs; https://arxiv.org/abs/2104.04473). To play a user who has never been in the shipped fit:
+
+1. the start calibration is the shipped one refitted WITHOUT any of that stack's rows
+   (`fit_calibration(exclude=...)`), so the stack is new to the model;
+2. for each of several random splits (fixed seeds), `calibrate_on_runs` fits on K of the stack's rows (what
+   `tenfold calibrate training` runs: identification, under-determination, the fit) and the rest of the
+   stack's rows are predicted with the start calibration (before) and the user calibration (after);
+3. printed: per split the held-out MAPE before and after, then the mean over splits.
+
+Usage: PYTHONPATH=src python benchmarks/calibrate_own_stack.py [--source S ...] [--k 4] [--splits 6]
+[--iters 150] [--start-iters 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import random
+import time
+
+import numpy as np
+
+from tenfold.perf.validation.calibrate import calibrate_on_runs
+from tenfold.perf.validation.fit import fit_calibration
+from tenfold.perf.validation.training import default_runs_path, load_cases, predict_case
+
+DEFAULT_SOURCES = ("mbridge-26.04.01", "narayanan2021")
+
+
+def mape(cases, cal) -> float:
+    return float(np.mean([abs(predict_case(c, cal).error) for c in cases]))
+
+
+def run_stack(source: str, cases: list, args: argparse.Namespace) -> tuple[float, float]:
+    """Print one stack's splits; return its mean held-out MAPE before and after calibrating."""
+    with open(default_runs_path(), newline="") as fh:
+        stack_ids = {r["id"] for r in csv.DictReader(fh) if r.get("source") == source}
+    mine = sorted((c for c in cases if c.id in stack_ids), key=lambda c: c.id)
+    t0 = time.perf_counter()
+    start = fit_calibration(cases, iters=args.start_iters, restarts=1, exclude=frozenset(stack_ids))
+    print(
+        f"\nstack {source}: {len(mine)} rows; start calibration = shipped refitted on the other "
+        f"{len(cases) - len(mine)} rows ({time.perf_counter() - t0:.0f} s)"
+    )
+    print(f"calibrate on {args.k} rows, predict the other {len(mine) - args.k}; {args.splits} splits")
+    print(f"{'split':>5} {'fit MAPE before':>16} {'after':>7} {'held-out before':>16} {'after':>7}  fitted")
+    before, after = [], []
+    for s in range(args.splits):
+        fit_rows = random.Random(1000 + s).sample(mine, args.k)
+        rest = [c for c in mine if c not in fit_rows]
+        result = calibrate_on_runs(fit_rows, start=start, iters=args.iters, source=f"split {s}")
+        before.append(mape(rest, start))
+        after.append(mape(rest, result.calibration))
+        fitted = [p.name for p in result.parameters if p.status == "fitted"]
+        print(
+            f"{s:>5} {result.mape_before:>16.1%} {result.mape_after:>7.1%} {before[-1]:>16.1%} "
+            f"{after[-1]:>7.1%}  {', '.join(fitted) or '(none: kept the start values)'}"
+        )
+    better = sum(a < b - 1e-9 for a, b in zip(after, before, strict=True))
+    worse = sum(a > b + 1e-9 for a, b in zip(after, before, strict=True))
+    print(
+        f"mean held-out MAPE of {source}'s other rows: before {np.mean(before):.1%}, after "
+        f"{np.mean(after):.1%} (better in {better}, worse in {worse} of {args.splits} splits)"
+    )
+    return float(np.mean(before)), float(np.mean(after))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", action="append", help="stack(s): the CSV's `source` (default: two)")
+    ap.add_argument("--k", type=int, default=4, help="rows the user calibrates on")
+    ap.add_argument("--splits", type=int, default=6)
+    ap.add_argument("--iters", type=int, default=150, help="user fit: Nelder-Mead iterations per restart")
+    ap.add_argument("--start-iters", type=int, default=200, help="refit of the start calibration")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    cases = [c for c in load_cases() if not c.reason]
+    summary = {s: run_stack(s, cases, args) for s in args.source or DEFAULT_SOURCES}
+    print(f"\nsummary (K = {args.k} rows calibrated on, seeds 1000-{999 + args.splits}):")
+    for source, (b, a) in summary.items():
+        print(f"  {source:20s} other rows' MAPE {b:.1%} -> {a:.1%}")
+    print(f"total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

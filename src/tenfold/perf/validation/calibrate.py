@@ -1,0 +1,348 @@
+"""Calibrating the training model on a user's own measured runs (`tenfold calibrate training`).
+
+The runs are a CSV in the shipped validation schema (docs/validation.md). Every row must be predictable
+(`load_user_cases` raises ValueError naming the row and the reason otherwise). The fit then:
+
+1. Identification. Each free parameter of the start calibration (the shipped fit by default) is moved by
+   ±0.2 of its physical range (0.2 in the normalised coordinate p = (v - lo) / (hi - lo) that the fit's
+   logit transform acts on; clipped to the range, so a parameter at a bound is moved inwards only). A
+   parameter that changes no row's prediction by more than `IDENTIFY_TOL` (0.1 %) is unidentified: the
+   rows carry no information about it (a Blackwell GEMM efficiency for Hopper rows, the MoE dispatch
+   overhead for dense runs), so it keeps the start value and is listed in the warnings and in the
+   written file's [fit] fixed_parameters.
+2. Under-determination. With fewer rows than identified parameters, at most half as many parameters as
+   there are rows may be fitted (at least one): those whose moves change the predictions most (sum over
+   rows of the relative change). The rest keep the start value and are listed (also under
+   fixed_parameters).
+3. How many to fit, by a held-out check on the user's own rows: for 0 (the start calibration), 1, 2, 4, ...
+   up to that maximum, each row is predicted by a fit made without it (leave one out; 5 interleaved
+   folds beyond 5 rows), and the fewest parameters within half a point of the best held-out MAPE win.
+   Rows that disagree with one another (a table mixing GPUs, precisions, dense and MoE models, whose errors
+   are the model's, not a shared efficiency's) then leave the start calibration alone rather than bend it
+   to a handful of rows: in `benchmarks/calibrate_own_stack.py` fitting 4 Megatron-Bridge rows without this
+   check made the stack's other rows worse (11.7 % -> 13.0 % MAPE), with it they stay at 11.7 %, while 4
+   rows of Narayanan 2021's A100 runs still cut the other 7 rows' error from 10 % to under 4 %.
+4. The fit itself is `fit_calibration` (Nelder-Mead on the reliability-weighted MAPE, errors capped at
+   `USER_ERROR_CAP`) over the chosen parameters, starting from the start calibration.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from tenfold.perf.calibration import Calibration, load_calibration
+from tenfold.perf.validation.fit import fit_calibration
+from tenfold.perf.validation.rows import read_rows
+from tenfold.perf.validation.training import REQUIRED, TrainingCase, case_from_row, predict_case
+
+IDENTIFY_TOL = 1e-3
+"""A parameter is identified when moving it changes some row's prediction by more than this fraction."""
+USER_ERROR_CAP = 2.0
+"""Each row's error is capped at 200 % in the objective (the shipped fit caps at 50 % against outliers among
+published runs; a user's own rows of one stack may all start beyond 50 %, and a cap they all sit above
+leaves the fit free to make them worse)."""
+FOLDS = 5
+"""The cross-check leaves one row out up to this many rows, else uses this many folds."""
+IDENTIFY_STEP = 0.2
+"""How far each parameter is moved to test identification, as a fraction of its physical range."""
+
+
+def load_user_cases(path: str | Path) -> list[TrainingCase]:
+    """Every row of a user's runs CSV as a predictable TrainingCase. ValueError naming each bad row (its id,
+    or its line number when the id is empty) and why: a missing column or empty cell, an unknown GPU, a
+    layout whose TP·PP·DP·CP is not num_gpus, a value that is not a positive number, ..."""
+    rows = read_rows(path, REQUIRED)
+    if not rows:
+        raise ValueError("the file has no rows")
+    shipped = load_calibration()
+    cases, bad = [], []
+    for i, row in enumerate(rows):
+        rid = (row.get("id") or "").strip() or f"line {i + 2}"
+        try:
+            case = case_from_row(row)
+        except (ValueError, TypeError, ZeroDivisionError) as exc:
+            bad.append(f"row {rid}: {exc}")
+            continue
+        if case.reason:
+            bad.append(f"row {rid}: {case.reason}")
+        elif not (math.isfinite(case.measured) and case.measured > 0):
+            bad.append(f"row {rid}: value must be a positive number, got {row.get('value')!r}")
+        elif not math.isfinite(predict_case(case, shipped).predicted):
+            bad.append(f"row {rid}: no plan of the row's layout is valid for the model (check the layout)")
+        else:
+            cases.append(case)
+    if bad:
+        more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
+        raise ValueError("; ".join(bad[:5]) + more)
+    ids = [c.id for c in cases]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"row ids repeat: {', '.join(dup)}")
+    return cases
+
+
+def parameter_value(cal: Calibration, name: str) -> float:
+    """The value of a free parameter by its `free_names()` name ("gemm:hopper/8", "hbm_efficiency")."""
+    return cal.gemm_efficiency[name[5:]] if name.startswith("gemm:") else float(getattr(cal, name))
+
+
+def with_value(cal: Calibration, name: str, value: float) -> Calibration:
+    """`cal` with one free parameter set to `value`."""
+    if name.startswith("gemm:"):
+        return replace(cal, gemm_efficiency=MappingProxyType(dict(cal.gemm_efficiency) | {name[5:]: value}))
+    return replace(cal, **{name: value})
+
+
+def sensitivities(cases: list[TrainingCase], cal: Calibration) -> dict[str, np.ndarray]:
+    """Free parameter -> per-row largest |relative change of the prediction| when the parameter moves by
+    ±IDENTIFY_STEP of its range (module docstring, step 1)."""
+    base = np.array([predict_case(c, cal).predicted for c in cases])
+    out = {}
+    for name in cal.free_names():
+        lo, hi = cal.bounds(name)
+        p = (parameter_value(cal, name) - lo) / (hi - lo)
+        change = np.zeros(len(cases))
+        for q in (min(p + IDENTIFY_STEP, 1.0), max(p - IDENTIFY_STEP, 0.0)):
+            moved = with_value(cal, name, lo + (hi - lo) * q)
+            pred = np.array([predict_case(c, moved).predicted for c in cases])
+            change = np.maximum(change, np.abs(pred / base - 1.0))
+        out[name] = change
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowFit:
+    """One row: measured value and the signed error (predicted / measured - 1) before and after the fit."""
+
+    id: str
+    metric: str
+    measured: float
+    before: float
+    after: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParameterFit:
+    """One free parameter: start and fitted value, and what the fit did with it (fitted, unidentified:
+    the rows do not move it, held: identified but left out because the rows are too few)."""
+
+    name: str
+    start: float
+    fitted: float
+    status: str
+    sensitivity: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrationResult:
+    """The fitted calibration, the per-row and per-parameter report, and the warnings."""
+
+    calibration: Calibration
+    rows: tuple[RowFit, ...]
+    parameters: tuple[ParameterFit, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def mape_before(self) -> float:
+        return float(np.mean([abs(r.before) for r in self.rows]))
+
+    @property
+    def mape_after(self) -> float:
+        return float(np.mean([abs(r.after) for r in self.rows]))
+
+    def to_dict(self) -> dict:
+        return {
+            "rows": [r.__dict__ for r in self.rows],
+            "parameters": [p.__dict__ for p in self.parameters],
+            "warnings": list(self.warnings),
+            "mape": {"before": self.mape_before, "after": self.mape_after, "rows": len(self.rows)},
+            "fit": dict(self.calibration.fit),
+        }
+
+
+def rank_parameters(sens: dict[str, np.ndarray]) -> tuple[list[str], list[str]]:
+    """(identified parameters, most sensitive first; unidentified ones) from the sensitivities (module
+    docstring, step 1). Sensitivity = sum over rows of the relative change of the prediction."""
+    unidentified = [n for n, s in sens.items() if float(np.max(s, initial=0.0)) <= IDENTIFY_TOL]
+    ranked = sorted((n for n in sens if n not in unidentified), key=lambda n: -float(np.sum(sens[n])))
+    return ranked, unidentified
+
+
+def max_parameters(rows: int, identified: int) -> int:
+    """The most parameters `rows` rows may fit (module docstring, step 2): all identified ones when the rows
+    are at least as many, else half as many as the rows (at least one)."""
+    return identified if rows >= identified else min(identified, max(1, rows // 2))
+
+
+def candidate_counts(most: int) -> list[int]:
+    """Parameter counts the cross-check tries: 0 (the start calibration), powers of two, and `most`."""
+    return sorted({0, most} | {2**i for i in range(8) if 2**i < most})
+
+
+def fit_top(
+    cases: list[TrainingCase],
+    start: Calibration,
+    count: int,
+    *,
+    iters: int,
+    restarts: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Calibration, list[str]]:
+    """`start` with its `count` most sensitive parameters (on `cases`) fitted to `cases`, and their names."""
+    ranked, _ = rank_parameters(sensitivities(cases, start))
+    names = ranked[: min(count, max_parameters(len(cases), len(ranked)))]
+    fixed = [n for n in start.free_names() if n not in names]
+    held = replace(start, fit=MappingProxyType({"fixed_parameters": fixed}))
+    if not names:
+        return held, names
+    cal = fit_calibration(
+        cases,
+        start=held,
+        iters=iters,
+        restarts=restarts,
+        progress=progress,
+        error_cap=USER_ERROR_CAP,
+    )
+    return cal, names
+
+
+def held_out_errors(
+    cases: list[TrainingCase], start: Calibration, counts: list[int], *, iters: int, tick: Callable[[], None]
+) -> dict[int, float]:
+    """Parameter count -> MAPE of each row predicted by a fit without it (module docstring, step 3): leave
+    one out up to `FOLDS` rows, else `FOLDS` interleaved folds."""
+    folds = min(len(cases), FOLDS)
+    out = {}
+    for count in counts:
+        errs = []
+        for f in range(folds):
+            train = [c for i, c in enumerate(cases) if i % folds != f]
+            test = [c for i, c in enumerate(cases) if i % folds == f]
+            cal = fit_top(train, start, count, iters=iters, restarts=1)[0] if count else start
+            errs += [abs(predict_case(c, cal).error) for c in test]
+            tick()
+        out[count] = float(np.mean(errs))
+    return out
+
+
+def calibrate_on_runs(
+    cases: list[TrainingCase],
+    *,
+    start: Calibration | None = None,
+    iters: int = 300,
+    restarts: int = 2,
+    source: str = "",
+    start_label: str = "the shipped calibration (tenfold/data/calibration/training.toml)",
+    progress: Callable[[int, int], None] | None = None,
+) -> CalibrationResult:
+    """Fit what these rows identify and what holds out of sample on them (module docstring), starting from
+    `start` (default: the shipped calibration). `source` (the runs file's name) goes to the [fit] section.
+    `progress(done, total)` counts the cross-check fits, then the final fit's iterations."""
+    start = replace(start or load_calibration(), fit=MappingProxyType({}))
+    sens = sensitivities(cases, start)
+    ranked, unidentified = rank_parameters(sens)
+    most = max_parameters(len(cases), len(ranked))
+    counts = candidate_counts(most) if len(cases) >= 2 and most else [most]
+    cv_total = len(counts) * min(len(cases), FOLDS) if len(counts) > 1 else 0
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress:
+            progress(done[0], cv_total + restarts * iters)
+
+    held_out = held_out_errors(cases, start, counts, iters=max(40, iters // 4), tick=tick) if cv_total else {}
+    # fewest parameters within 0.5 point of the best held-out error: do not chase noise with more
+    best = min(held_out.values()) if held_out else 0.0
+    count = min((k for k, v in held_out.items() if v <= best + 0.005), default=most)
+    sub = None if progress is None else (lambda d, t: progress(cv_total + d, cv_total + t))
+    cal, fitted = fit_top(cases, start, count, iters=iters, restarts=restarts, progress=sub)
+    if progress is not None:
+        progress(cv_total + restarts * iters, cv_total + restarts * iters)
+    warnings = selection_warnings(len(cases), ranked, unidentified, fitted, most, held_out)
+    info = dict(cal.fit) | {
+        "rows": len(cases),
+        "date": datetime.date.today().isoformat(),
+        "source": source,
+        "start": start_label,
+        "fixed_parameters": [n for n in start.free_names() if n not in fitted],
+        "unidentified_parameters": unidentified,
+    }
+    if held_out:
+        info |= {
+            "held_out_mape_start": round(held_out[0], 5),
+            "held_out_mape_fitted": round(held_out[count], 5),
+        }
+    cal = replace(cal, fit=MappingProxyType(info))
+    rows = tuple(
+        RowFit(
+            id=c.id,
+            metric=c.metric,
+            measured=c.measured,
+            before=predict_case(c, start).error,
+            after=predict_case(c, cal).error,
+        )
+        for c in cases
+    )
+    status = {n: "fitted" for n in fitted} | {n: "unidentified" for n in unidentified}
+    params = tuple(
+        ParameterFit(
+            name=n,
+            start=parameter_value(start, n),
+            fitted=parameter_value(cal, n),
+            status=status.get(n, "held"),
+            sensitivity=float(np.max(sens[n], initial=0.0)),
+        )
+        for n in start.free_names()
+    )
+    return CalibrationResult(calibration=cal, rows=rows, parameters=params, warnings=tuple(warnings))
+
+
+def selection_warnings(
+    rows: int,
+    ranked: list[str],
+    unidentified: list[str],
+    fitted: list[str],
+    most: int,
+    held_out: dict[int, float],
+) -> list[str]:
+    """What the report warns about: unidentified parameters, an under-determined fit, the cross-check."""
+    out = []
+    if unidentified:
+        out.append(
+            f"{len(unidentified)} parameter(s) cannot be identified from these rows (moving each by "
+            f"{IDENTIFY_STEP:.0%} of its range changes no prediction by more than {IDENTIFY_TOL:.1%}); "
+            f"kept at the start value: {', '.join(unidentified)}"
+        )
+    if most < len(ranked):
+        out.append(
+            f"under-determined: {rows} row(s) for {len(ranked)} identified parameters; at most {most} "
+            f"(the most sensitive) may be fitted"
+        )
+    if held_out:
+        scores = ", ".join(f"{k}: {v:.1%}" for k, v in held_out.items())
+        out.append(
+            f"held-out check (each row predicted by a fit without it or its fold), MAPE by number of fitted "
+            f"parameters: "
+            f"{scores}; fitted {len(fitted)}"
+        )
+        if not fitted:
+            out.append(
+                "no fit predicted your held-out rows better than the start calibration: the file keeps the "
+                "start values (your rows disagree with each other more than any shared efficiency explains)"
+            )
+    elif rows < 2 and fitted:
+        out.append("one row: the fit cannot be cross-checked; treat it with care")
+    if not ranked:
+        out.append("no parameter is identified by these rows: the calibration is the start one")
+    held = [n for n in ranked if n not in fitted]
+    if fitted and held:
+        out.append(f"kept at the start value (identified but not fitted): {', '.join(held)}")
+    return out

@@ -1,0 +1,220 @@
+"""`tenfold calibrate training` and `--calibration` (issue 15, part 3): a calibration fitted on runs slower
+than the shipped model predicts lowers the estimates, one fitted on faster runs raises them; bad rows and bad
+calibration files exit 2 with the reason and write nothing."""
+
+import csv
+import json
+import tomllib
+
+import pytest
+from typer.testing import CliRunner
+
+from tenfold.cli.main import app
+from tenfold.perf.calibration import load_calibration
+from tenfold.perf.validation.training import case_from_row, default_runs_path, predict_case
+
+runner = CliRunner()
+ROWS = ("mbridge-llama3-70b-h100-fp8", "mbridge-llama31-405b-h100-fp8", "mbridge-llama3-8b-h100-fp8")
+PLAN = ["estimate", "train", "-m", "llama3-70b", "-g", "h100-sxm", "--tp", "8", "--pp", "4", "--dp", "2"]
+PLAN += ["--precision", "fp8", "--global-batch", "128", "--json"]
+
+
+def write_runs(path, factor: float, edit=None) -> None:
+    """Three shipped H100 FP8 rows whose measured value is the shipped model's prediction times `factor`
+    (below 1: the user's runs are slower than the model says); `edit(rows)` may spoil them."""
+    with open(default_runs_path(), newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields = list(reader.fieldnames)
+        rows = [r for r in reader if r["id"] in ROWS]
+    cal = load_calibration()
+    for r in rows:
+        r["value"] = repr(predict_case(case_from_row(r), cal).predicted * factor)
+    if edit:
+        edit(rows)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def calibrate(tmp_path, factor: float, name: str):
+    runs, out = tmp_path / f"{name}.csv", tmp_path / f"{name}.toml"
+    write_runs(runs, factor)
+    r = runner.invoke(
+        app, ["calibrate", "training", "--runs", str(runs), "--out", str(out), "--iters", "40", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    return out, json.loads(r.output)
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cal")
+    return {f: calibrate(tmp, f, f"runs{f}") for f in (0.7, 1.3)}
+
+
+def tokens_per_s(extra: list[str]) -> float:
+    r = runner.invoke(app, PLAN + extra)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)["tokens_per_s_per_gpu"]
+
+
+def test_slower_runs_lower_the_estimate_and_faster_runs_raise_it(fitted):
+    shipped = tokens_per_s([])
+    slow = tokens_per_s(["--calibration", str(fitted[0.7][0])])
+    fast = tokens_per_s(["--calibration", str(fitted[1.3][0])])
+    assert slow < 0.9 * shipped
+    assert fast > 1.1 * shipped
+
+
+def test_the_fit_report_and_the_file(fitted):
+    path, report = fitted[0.7]
+    assert report["mape"]["after"] < report["mape"]["before"] / 2
+    assert {r["id"] for r in report["rows"]} == set(ROWS)
+    assert all(abs(r["before"] - 1 / 0.7 + 1) < 1e-6 for r in report["rows"])
+    status = {p["name"]: p["status"] for p in report["parameters"]}
+    # dense H100 rows say nothing of Ampere GEMMs or the MoE dispatcher: both kept and warned about
+    assert status["gemm:ampere/16"] == status["moe_layer_overhead_us"] == "unidentified"
+    assert status["gemm:hopper/8"] == "fitted"
+    assert any("moe_layer_overhead_us" in w for w in report["warnings"])
+    cal = load_calibration(path)
+    shipped = load_calibration()
+    assert cal.gemm("hopper", "8") < shipped.gemm("hopper", "8")
+    assert cal.moe_layer_overhead_us == pytest.approx(shipped.moe_layer_overhead_us, abs=1e-3)
+    fit = tomllib.loads(path.read_text())["fit"]
+    assert fit["rows"] == 3 and fit["source"] == "runs0.7.csv" and fit["date"] and fit["objective"]
+    assert "moe_layer_overhead_us" in fit["fixed_parameters"]
+
+
+def test_the_text_report_names_rows_parameters_and_warnings(tmp_path):
+    runs, out = tmp_path / "r.csv", tmp_path / "c.toml"
+    write_runs(runs, 0.8)
+    r = runner.invoke(
+        app,
+        ["calibrate", "training", "--runs", str(runs), "--out", str(out), "--iters", "20"],
+        terminal_width=120,
+    )
+    assert r.exit_code == 0, r.output
+    for text in (*ROWS, "gemm:hopper/8", "unidentified", "warning:", "written to"):
+        assert text in r.output
+
+
+def _gpu(rows):
+    rows[1]["gpu"] = "h100-sxm-typo"
+
+
+def _layout(rows):
+    rows[2]["tp"] = "3"
+
+
+def _value(rows):
+    rows[0]["value"] = ""
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (_gpu, ["mbridge-llama31-405b-h100-fp8", "h100-sxm-typo"]),
+        (_layout, ["mbridge-llama3-8b-h100-fp8", "num_gpus"]),
+        (_value, ["mbridge-llama3-70b-h100-fp8", "value"]),
+    ],
+)
+def test_a_bad_row_exits_2_naming_it_and_writes_nothing(tmp_path, edit, named):
+    runs, out = tmp_path / "r.csv", tmp_path / "c.toml"
+    write_runs(runs, 0.8, edit)
+    r = runner.invoke(app, ["calibrate", "training", "--runs", str(runs), "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    flat = " ".join(r.output.split())
+    for text in named:
+        assert text in flat
+    assert not out.exists()
+
+
+def test_an_output_in_a_missing_folder_exits_2(tmp_path):
+    runs = tmp_path / "r.csv"
+    write_runs(runs, 0.8)
+    r = runner.invoke(
+        app, ["calibrate", "training", "--runs", str(runs), "--out", str(tmp_path / "no" / "c.toml")]
+    )
+    assert r.exit_code == 2 and "--out" in r.output
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["r.csv"]
+
+
+def bad_files(tmp, good: str) -> list[tuple[str, str]]:
+    """(path, text the error must contain) for each kind of bad calibration file."""
+    out = []
+    for name, text, named in (
+        ("malformed.toml", "[gemm_efficiency\n", "not valid TOML"),
+        ("bounds.toml", good.replace("hbm_efficiency = ", "hbm_efficiency = 1.7 #"), "hbm_efficiency"),
+        (
+            "missing.toml",
+            good.replace("attention_efficiency =", "# attention_efficiency ="),
+            "attention_efficiency",
+        ),
+        ("gemm.toml", good.replace('"hopper/8" = ', '"hopper/8" = 0.05 #'), "hopper/8"),
+    ):
+        (tmp / name).write_text(text)
+        out.append((str(tmp / name), named))
+    return [*out, (str(tmp / "absent.toml"), "no such file")]
+
+
+COMMANDS = [
+    PLAN,
+    ["search", "train", "-m", "llama3-8b", "-g", "h100-sxm", "-n", "8", "--precision", "fp8", "--json"],
+    ["compare", "-m", "llama3-8b", "--tokens", "1T", "-n", "16", "--gpus", "h100-sxm", "--json"],
+    ["validate", "training", "--json"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_a_bad_calibration_file_exits_2_with_the_reason(tmp_path, command, fitted):
+    for path, named in bad_files(tmp_path, fitted[0.7][0].read_text()):
+        r = runner.invoke(app, [*command, "--calibration", path])
+        flat = " ".join(r.output.split())
+        assert r.exit_code == 2, (path, r.output)
+        assert "--calibration" in flat and named in flat, (path, r.output)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_calibration_changes_every_command_output(command, fitted):
+    plain = runner.invoke(app, command)
+    mine = runner.invoke(app, [*command, "--calibration", str(fitted[0.7][0])])
+    assert plain.exit_code == mine.exit_code == 0, mine.output
+    a, b = json.loads(plain.output), json.loads(mine.output)
+    if command[0] == "validate":
+        assert b["mape"]["overall"] != a["mape"]["overall"]
+        assert "your calibration" in b["accuracy"] and "in-sample:" in a["accuracy"]
+    elif command[0] == "compare":
+        assert b["rows"][0]["tokens_per_s_per_gpu"] < a["rows"][0]["tokens_per_s_per_gpu"]
+        assert any("user calibration" in n for n in b["notes"])
+    elif command[0] == "search":
+        assert b["top"][0]["tokens_per_s_per_gpu"] < a["top"][0]["tokens_per_s_per_gpu"]
+        assert "your calibration" in b["calibration"]
+    else:
+        assert b["tokens_per_s_per_gpu"] < a["tokens_per_s_per_gpu"]
+
+
+def test_compare_refuses_a_calibration_with_serve(fitted):
+    r = runner.invoke(app, ["compare", "-m", "llama3-8b", "--serve", "--calibration", str(fitted[0.7][0])])
+    assert r.exit_code == 2 and "--serve" in r.output
+
+
+def test_rows_that_disagree_keep_the_start_calibration(tmp_path):
+    """The same plan measured 30 % slower and 40 % faster than the model: a fit on either row predicts the
+    other worse than the shipped calibration does, so the held-out check fits nothing."""
+
+    def twins(rows):
+        twin = dict(rows[0], id="twin")
+        twin["value"] = repr(float(rows[0]["value"]) * 2.0)  # 0.7 x 2 = 1.4 x the prediction
+        rows[1:] = [twin]
+
+    runs, out = tmp_path / "r.csv", tmp_path / "c.toml"
+    write_runs(runs, 0.7, twins)
+    r = runner.invoke(
+        app, ["calibrate", "training", "--runs", str(runs), "--out", str(out), "--iters", "40", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output)
+    assert not [p for p in report["parameters"] if p["status"] == "fitted"]
+    assert any("keeps the start values" in w for w in report["warnings"])
+    assert load_calibration(out) == load_calibration()
