@@ -3,9 +3,10 @@
 The spread comes from leave-one-source-out cross-validation on the published runs
 (`tenfold.perf.validation.crossval`): each run is predicted by a calibration fitted without any run of its
 own publication or software release, and the error is measured as r = log(predicted / measured). Errors
-are grouped by GPU generation and by dense or MoE model; each group's spread is sigma_g =
-sqrt(mean r^2) (so a bias widens the interval rather than hiding), shrunk toward the spread of all rows
-with `PRIOR_ROWS` pseudo-rows because some groups hold only a handful of runs. An 80 % interval around a
+are grouped by GPU generation and by dense or MoE model; each group's spread sigma_g is the 80th
+percentile of |r| divided by z (a bias widens the interval rather than hiding; a few wild rows do not widen
+every interval), shrunk toward the spread of all rows with `PRIOR_ROWS` pseudo-rows because some groups
+hold only a handful of runs. An 80 % interval around a
 prediction p is [p e^(-z sigma), p e^(z sigma)] with z the normal quantile (1.2816).
 
 A ratio between two estimates (GB200 over H100 for the same run) has correlated errors: both sides share
@@ -95,9 +96,15 @@ class Uncertainty:
 
 
 def spread(log_errors: Iterable[float]) -> float:
-    """Root mean square of log errors (NaN for none)."""
-    xs = list(log_errors)
-    return math.sqrt(sum(x * x for x in xs) / len(xs)) if xs else math.nan
+    """The sigma whose 80 % interval covers 80 % of these log errors: the 80th percentile of |r| over z
+    (the normal sigma when errors are normal; a few wild rows do not widen every interval). NaN for none."""
+    xs = sorted(abs(x) for x in log_errors)
+    if not xs:
+        return math.nan
+    pos = LEVEL * (len(xs) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(xs) - 1)
+    return (xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)) / Z80
 
 
 def pooled_spreads(errors: Mapping[str, list[float]]) -> tuple[dict[str, float], float]:
