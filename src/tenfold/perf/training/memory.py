@@ -108,7 +108,10 @@ def layer_activation_bytes_per_token(
     if moe:
         k, fe = model.topk, model.moe_ffn
         rep = rep + 2 * h  # router input
-        shard = shard + k * (ob * h + 2 * gate * fe + ob * fe + 2 * h)  # per routed copy, + combine input
+        # per routed copy: FC1 input, FC1 output, FC2 input. The routing weight multiplies the activation
+        # output (Megatron-Core experts.py `activation_func_with_probs`), so the combine is a plain sum
+        # that keeps nothing for backward.
+        shard = shard + k * (ob * h + 2 * gate * fe + ob * fe)
         fs = model.shared_experts * fe
         shard = shard + (ob * h + 2 * gate * fs + ob * fs if fs else 0.0)
     else:
