@@ -229,8 +229,11 @@ def plan_memory(
 
     dense_p, expert_p = stage_params(model, t=tp, pp=p.pp, vp=p.vp, ep=p.ep)
     gathered = 2.0 * 2.0 * (dense_p / slots + expert_p / slots)
-    # FSDP that keeps the weights gathered through a step holds them like ZeRO-2 while it runs
-    zero_held = np.where((p.zero == 3) & (not software.fsdp_regather), 2, p.zero)
+    # FSDP that keeps the weights gathered through a step holds them like ZeRO-2 while it runs; a step of a
+    # single micro-batch gathers once anyway and reshards after the forward (torchtitan sets
+    # reshard_after_forward = not pp_enabled, torchtitan/parallelisms/parallelize_llama.py at 9dec370)
+    keep = (p.zero == 3) & (not software.fsdp_regather) & (np.asarray(p.microbatches) > 1)
+    zero_held = np.where(keep, 2, p.zero)
     weights, grads, opt = model_state_bytes(
         dense_p,
         expert_p,
