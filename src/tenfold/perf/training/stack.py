@@ -31,6 +31,10 @@ from tenfold.perf.specs.models import ModelSpec
 TP_OVERLAP_RESIDUAL = 0.1
 SCHEDULES = ("1f1b", "dualpipe")
 CP_COMMS = ("ring", "allgather", "a2a")
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "moe", "shared_experts", "op")
+"""What `recompute="selective"` recomputes: Megatron-Core `TransformerConfig.recompute_modules` names
+(https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/transformer/transformer_config.py), plus
+"op" for torchtitan's per-op selective checkpointing (`selective_ac_option = "op"`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +62,10 @@ class Stack:
     interleave_needs_pp_multiple: the interleaved schedule runs only when the micro-batches per step are a
         multiple of the pipeline size (Megatron-Core, see layout.RULES "vp_microbatches"); Meta's Llama 3
         schedule lifts it (arXiv 2407.21783 §3.3.2: "we modify our pipeline schedule ... N flexibly").
+    recompute_modules: what selective recomputation recomputes (RECOMPUTE_MODULES; memory.py says what
+        each one frees). Megatron-Core's default is ["core_attn"]; recipes and papers list others.
+    activation_offload_layers: layers per model chunk whose activations go to host memory between their
+        forward and backward (Megatron-Core `cpu_offloading_num_layers`, activations only); 0 = none.
     default_micro_batch, default_vp, default_recompute: what the stack runs when a launch leaves the
         micro-batch size, the virtual pipeline size or the recomputation unset, from its public configs
         (None = no documented default: the value is unknown and the validation reports a range over the
@@ -81,6 +89,8 @@ class Stack:
     fused_sink_attention: bool = False
     interleaving: bool = True
     interleave_needs_pp_multiple: bool = True
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+    activation_offload_layers: int = 0
     default_micro_batch: int | None = None
     default_vp: int | None = None
     default_recompute: str | None = None
@@ -92,6 +102,11 @@ class Stack:
             raise ValueError(f"cp_comm {self.cp_comm!r} not in {CP_COMMS}")
         if self.default_zero not in (0, 1, 2, 3):
             raise ValueError(f"default_zero must be 0-3, got {self.default_zero}")
+        unknown = [m for m in self.recompute_modules if m not in RECOMPUTE_MODULES]
+        if unknown:
+            raise ValueError(f"recompute_modules {unknown} not in {RECOMPUTE_MODULES}")
+        if self.activation_offload_layers < 0:
+            raise ValueError(f"activation_offload_layers must be >= 0, got {self.activation_offload_layers}")
         if self.default_recompute not in (None, "none", "selective", "full"):
             raise ValueError(f"default_recompute {self.default_recompute!r} is not none, selective or full")
 
@@ -231,6 +246,10 @@ def _torchtitan() -> Stack:
         # with PP the weights stay gathered across the micro-batches; without PP a step is one micro-batch
         # in the benchmarks (no gradient accumulation).
         fsdp_regather=False,
+        # The shipped train configs (train_configs/llama3_*.toml at 9dec370) set mode = "selective" with
+        # selective_ac_option = "op": per-op checkpointing that saves attention outputs and every other
+        # matmul output (_save_list / _custom_policy in torchtitan/parallelisms/parallelize_llama.py).
+        recompute_modules=("op",),
     )
 
 
