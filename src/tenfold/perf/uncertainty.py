@@ -102,7 +102,7 @@ def spread(log_errors: Iterable[float]) -> float:
     if not xs:
         return math.nan
     pos = LEVEL * (len(xs) - 1)
-    lo = int(math.floor(pos))
+    lo = math.floor(pos)
     hi = min(lo + 1, len(xs) - 1)
     return (xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)) / Z80
 

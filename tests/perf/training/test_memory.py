@@ -7,12 +7,16 @@ from hypothesis import strategies as st
 
 from tenfold.perf import Layout, estimate_training, load_model
 from tenfold.perf.specs.models import ModelSpec
+from tenfold.perf.specs.precision import get_precision
+from tenfold.perf.training.grid import PlanGrid
 from tenfold.perf.training.memory import (
     inflight_layer_microbatches,
     korthikanti_activation_bytes,
     layer_activation_bytes_per_token,
+    plan_memory,
     zero_model_state_bytes,
 )
+from tenfold.perf.training.stack import stack
 
 
 def test_zero_paper_example():
@@ -142,3 +146,92 @@ def test_estimate_memory_breakdown_sums():
         mm.weights_GiB + mm.grads_GiB + mm.optimizer_GiB + mm.activations_GiB + mm.other_GiB
     )
     assert np.isclose(mm.capacity_GiB, 80.0)
+
+
+def _per_token(model, *, modules=("core_attn",), rc=1, t=1, sp=0, ob=2.0, moe=False):
+    return float(
+        layer_activation_bytes_per_token(
+            model,
+            t=t,
+            sp=sp,
+            recompute=rc,
+            seq_len=4096,
+            flash=True,
+            operand_bytes=ob,
+            moe=moe,
+            modules=modules,
+        )
+    )
+
+
+def test_recompute_modules_free_what_megatron_documents():
+    """Each Megatron-Core recompute module frees its own tensors (counted here independently)."""
+    llama, ds = load_model("llama3-70b"), load_model("deepseek-v3")
+    a, dqk, dv = ds.heads, ds.qk_head_dim, ds.v_dim
+    freed = _per_token(ds, rc=0, moe=True) - _per_token(ds, modules=("mla_up_proj",), moe=True)
+    assert freed == pytest.approx(2 * (2 * a * dqk + a * dv))  # q, k and v after the up-projections
+    # MoE activation: the FC2 input of each of the top-k routed copies (1 byte under FP8)
+    fp8 = _per_token(ds, rc=0, moe=True, ob=1.0) - _per_token(ds, modules=("moe_act",), moe=True, ob=1.0)
+    assert fp8 == pytest.approx(ds.topk * ds.moe_ffn)
+    # layernorm: in BF16 the two norm outputs are the QKV and FC1 inputs; an FP8 GEMM keeps its own copy
+    hl = llama.hidden
+    assert _per_token(llama, rc=0) - _per_token(llama, modules=("layernorm",)) == pytest.approx(4 * hl)
+    assert _per_token(llama, rc=0, ob=1.0) == pytest.approx(_per_token(llama, modules=("layernorm",), ob=1.0))
+    # with SP the norm region is split over TP too
+    assert _per_token(llama, rc=0, t=4, sp=1) - _per_token(
+        llama, modules=("layernorm",), t=4, sp=1
+    ) == pytest.approx(hl)
+    # recomputing the whole MoE layer frees more than its activation alone; none of them touch dense layers
+    assert _per_token(ds, modules=("moe",), moe=True) < _per_token(ds, modules=("moe_act",), moe=True)
+    assert _per_token(llama, rc=0) == pytest.approx(_per_token(llama, modules=("moe", "moe_act")))
+    # mlp (dense MLP recomputed) leaves the attention block and the MLP norm input
+    assert _per_token(llama, modules=("mlp",)) < _per_token(llama, modules=("layernorm",))
+    # an empty list is no recomputation at all
+    assert _per_token(llama, modules=()) == pytest.approx(_per_token(llama, rc=0))
+
+
+def test_torchtitan_per_op_checkpointing_keeps_every_other_matmul():
+    """torchtitan's op policy on a Llama block: mm outputs q, k, v, o, w1, w3, w2 in call order; the odd
+    ones (1st, 3rd, ...) are saved, plus the SDPA output (+ fp32 log-sum-exp per head) and the block input."""
+    m = load_model("llama3-8b")
+    h, a, g, hd, f = m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn
+    mm_out = [a * hd, g * hd, g * hd, h, f, f, h]
+    saved = 2 * sum(mm_out[0::2]) + 2 * a * hd + 4 * a + 2 * h
+    assert _per_token(m, modules=("op",)) == pytest.approx(saved)
+    assert _per_token(m, rc=2) < saved < _per_token(m)
+
+
+def _plan(model, layout, software, precision="fp8", seq_len=8192, global_batch=256):
+    grid = PlanGrid.from_layouts([layout], default_zero=software.default_zero)
+    out = plan_memory(
+        model,
+        grid,
+        precision=get_precision(precision),
+        software=software,
+        seq_len=seq_len,
+        global_batch=global_batch,
+    )
+    return {k: float(v[0]) for k, v in out.items()}
+
+
+def test_activation_cpu_offload_keeps_the_other_layers():
+    m = load_model("llama3-70b")
+    lay = Layout(tp=1, pp=1, dp=64, micro_batch=2, zero=3)
+    base = _plan(m, lay, stack("megatron-core"))
+    half = _plan(m, lay, stack("megatron-core", activation_offload_layers=40))
+    logits = 6.0 * m.vocab * 2 * 8192
+    assert half["activations_B"] - logits == pytest.approx(0.5 * (base["activations_B"] - logits))
+    assert half["weights_B"] == base["weights_B"]
+    everything = _plan(m, lay, stack("megatron-core", activation_offload_layers=500))
+    assert everything["activations_B"] == pytest.approx(logits)
+
+
+def test_fsdp_reshards_after_forward_when_a_step_is_one_micro_batch():
+    """torchtitan: reshard_after_forward = not pp_enabled; with PP the stage's weights stay gathered."""
+    m = load_model("llama3-8b")
+    tt = stack("torchtitan")
+    one = _plan(m, Layout(tp=1, pp=1, dp=8, micro_batch=2, zero=3), tt, global_batch=16)
+    piped = _plan(m, Layout(tp=1, pp=2, dp=4, micro_batch=2, zero=3), tt, global_batch=16)
+    whole = 2.0 * m.total_params()  # BF16 bytes of the whole model
+    assert one["weights_B"] < whole / 4  # 1/8 sharded, plus a layer or two gathered
+    assert piped["weights_B"] > 0.9 * whole / 2  # the whole stage (half the model) gathered

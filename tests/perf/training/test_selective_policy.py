@@ -15,7 +15,7 @@ SEQ = 8192
 
 
 def _times(software, layout, *, model="llama3-8b", gpu="h100-sxm"):
-    sw = stack("megatron-core", selective_policy="attention") if software == "attention" else software
+    sw = stack("megatron-core", recompute_modules=("core_attn",)) if software == "attention" else software
     return plan_times(
         load_model(model),
         load_hardware(gpu),
@@ -31,8 +31,8 @@ def _times(software, layout, *, model="llama3-8b", gpu="h100-sxm"):
 def test_presets_name_their_policy():
     assert stack("torchtitan").selective_policy == "op"
     assert stack("megatron-core").selective_policy == "attention"
-    with pytest.raises(ValueError, match="selective_policy"):
-        stack("megatron-core", selective_policy="every-other")
+    with pytest.raises(ValueError, match="recompute_modules"):
+        stack("megatron-core", recompute_modules=("every-other",))
 
 
 def test_op_policy_recomputes_wk_wo_and_one_ffn_matmul_plus_memory_bound_ops():
@@ -55,7 +55,7 @@ def test_op_policy_costs_more_than_attention_core_recompute_and_less_than_full()
     sel = Layout(dp=8, micro_batch=2, recompute="selective", zero=3)
     full = Layout(dp=8, micro_batch=2, recompute="full", zero=3)
     op = _times(stack("torchtitan"), sel)
-    attn = _times(stack("torchtitan", selective_policy="attention"), sel)
+    attn = _times(stack("torchtitan", recompute_modules=("core_attn",)), sel)
     whole = _times(stack("torchtitan"), full)
     assert float(attn["recompute_s"][0]) < float(op["recompute_s"][0]) < float(whole["recompute_s"][0])
     assert float(op["step_s"][0]) > float(attn["step_s"][0])
@@ -63,15 +63,20 @@ def test_op_policy_costs_more_than_attention_core_recompute_and_less_than_full()
 
 def test_op_policy_repeats_the_sequence_parallel_gathers_only_with_tp():
     tp8 = Layout(tp=8, sp=True, dp=1, micro_batch=1, recompute="selective", zero=3)
-    op, attn = (_times(stack("torchtitan", selective_policy=p), tp8) for p in ("op", "attention"))
+    op, attn = (_times(_policy(p), tp8) for p in ("op", "attention"))
     assert float(op["tp_s"][0]) > float(attn["tp_s"][0])
     tp1 = Layout(dp=8, micro_batch=1, recompute="selective", zero=3)
-    op, attn = (_times(stack("torchtitan", selective_policy=p), tp1) for p in ("op", "attention"))
+    op, attn = (_times(_policy(p), tp1) for p in ("op", "attention"))
     assert np.allclose(op["tp_s"], attn["tp_s"])
 
 
 def test_policy_leaves_runs_without_selective_recompute_alone():
     for rc in ("none", "full"):
         lay = Layout(dp=8, micro_batch=1, recompute=rc, zero=3)
-        op, attn = (_times(stack("torchtitan", selective_policy=p), lay) for p in ("op", "attention"))
+        op, attn = (_times(_policy(p), lay) for p in ("op", "attention"))
         assert float(op["step_s"][0]) == pytest.approx(float(attn["step_s"][0]))
+
+
+def _policy(p: str):
+    """The torchtitan preset with its per-op policy ("op") or Megatron's attention-core one."""
+    return stack("torchtitan", recompute_modules=(p,) if p == "op" else ("core_attn",))

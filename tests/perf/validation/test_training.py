@@ -95,6 +95,8 @@ def test_research_schema_without_extension_columns_still_works(tmp_path):
             "cp_comm",
             "recompute_layers",
             "dense_layers",
+            "recompute_modules",
+            "offload_layers",
             "assumptions",
             "source",
             "split",
@@ -203,3 +205,19 @@ def test_torchtitan_rows_use_their_preset_and_async_tp_matters():
     assert slow < fast
     same = predict_case(replace(tp1, software=vanilla), cal).predicted
     assert same == pytest.approx(predict_case(tp1, cal).predicted)
+
+
+def test_stated_memory_savers_let_published_layouts_fit(report):
+    """Rows whose sources state what they recompute or offload (and the torchtitan runs, whose FSDP reshards
+    after the forward) ran; with those facts their own layouts fit in memory."""
+    rows = {r.id: r for r in report.rows}
+    for rid in (
+        "mbridge-llama3-70b-gb300-fp8",
+        "mbridge-dsv3-b200-mxfp8",
+        "mb2606-dsv3-b300-mxfp8",
+        "zoo-qwen3-235b-h100-bf16-ep32-deepep",
+        "zoo-qwen3-235b-h100-bf16-ep8-pp32-a2a",
+        "tt24-llama31-8b-fsdp8-compile-bf16",
+        "tt24-llama31-8b-fsdp8-float8",
+    ):
+        assert rows[rid].fits_memory, (rid, rows[rid].memory_GiB)

@@ -11,6 +11,11 @@ Sources:
   parallelism too: s·b·h/t·(34 + 5as/h); selective recomputation drops the 5as/h term (the attention core);
   full recomputation keeps only the layer input, 2sbh (÷t with SP). The general count below derives the
   34 op by op, so GQA, gated FFNs, MoE, MLA and flash attention (no s x s scores) change it correctly.
+* Selective recomputation frees what the stack's `recompute_modules` name (Megatron-Core
+  `TransformerConfig.recompute_modules`, https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/
+  transformer/transformer_config.py; default `core_attn` = Korthikanti's selective), or follows torchtitan's
+  per-op policy (`op`); `Stack.activation_offload_layers` (Megatron `cpu_offloading_num_layers`) keeps that
+  many layers per model chunk in host memory between forward and backward.
 * 1F1B (Narayanan et al. 2021, https://arxiv.org/abs/2104.04473): the first stage holds p micro-batches
   in flight of L/p layers each; the interleaved schedule with v chunks holds (v-1)·p + 2(p-1) + 1
   chunk-micro-batches (Megatron-LM's warm-up count), about L·(1 + (p-1)/(p·v)) layers' worth.
@@ -67,6 +72,65 @@ def korthikanti_activation_bytes(
     return s * b * h * (10.0 + 24.0 / t + core / t)
 
 
+def _activation_terms(model: ModelSpec, *, seq_len: int, flash: bool, ob: float, moe: bool):
+    """Per-token bytes one layer saves for backward, by tensor: {name: (bytes, split)} where split is
+    "r" (norm/dropout/residual region: divided by TP only under SP) or "t" (inside TP regions)."""
+    h, a, g = model.hidden, model.heads, model.kv_heads
+    dqk, dv = model.qk_head_dim, model.v_dim
+    drop = 1.0 if model.dropout > 0 else 0.0
+    terms = {"attn_norm_in": (2 * h + drop * h, "r"), "qkv_in": (ob * h, "r")}  # + dropout mask
+    if model.is_mla:
+        terms["qkv"] = (2 * (a * dqk + a * dqk + a * dv), "t")  # after the up-projections
+        terms["latent"] = (ob * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim), "t")
+    else:
+        terms["qkv"] = (2 * (a * dqk + g * dqk + g * dv), "t")
+    terms["attn_out"] = (2 * a * dv + (0.0 if ob == 2 else ob * a * dv), "t")  # + out-proj input copy
+    # flash keeps a log-sum-exp per head (fp32); unfused keeps the softmax output (+ dropout mask, output)
+    terms["core"] = (4.0 * a if flash else (2.0 + 3.0 * drop) * a * seq_len, "t")
+    terms["mlp_norm_in"] = (2 * h + drop * h, "r")
+    gate = 2 if model.gated else 1
+    if moe:
+        k, fe = model.topk, model.moe_ffn
+        terms["router_in"] = (2 * h, "r")
+        # per routed copy: the FC1 input and output. The routing weight multiplies the activation output
+        # (Megatron-Core experts.py `activation_func_with_probs`), so the combine is a plain sum that
+        # keeps nothing for backward.
+        terms["experts"] = (k * (ob * h + 2 * gate * fe), "t")
+        terms["expert_act"] = (k * ob * fe, "t")  # FC2 input
+        fs = model.shared_experts * fe
+        terms["shared"] = (ob * h + 2 * gate * fs + ob * fs if fs else 0.0, "t")
+    else:
+        terms["fc1_in"] = (ob * h, "r")
+        terms["fc"] = (2 * gate * model.ffn + ob * model.ffn, "t")
+    return terms
+
+
+# Tensors each Megatron-Core recompute module frees (transformer_config.py `recompute_modules`): the norms'
+# outputs (the GEMM inputs only when those are kept in bf16; an FP8 GEMM keeps its own quantized copy),
+# the MLA up-projections' q/k/v, the dense MLP, the MoE activation (FC2 input), the whole MoE layer, the
+# shared experts; "core_attn" the attention core (Korthikanti's selective recomputation).
+_FREED = {
+    "core_attn": ("core",),
+    "layernorm": ("qkv_in_bf16", "fc1_in_bf16", "router_in"),
+    "mla_up_proj": ("qkv",),
+    "mlp": ("fc1_in", "fc1_in_bf16", "fc"),
+    "moe_act": ("expert_act",),
+    "moe": ("router_in", "experts", "expert_act", "shared"),
+    "shared_experts": ("shared",),
+}
+
+
+def _op_sac_bytes(model: ModelSpec, terms: dict, t, r, moe: bool):
+    """torchtitan per-op selective checkpointing: the block input, the attention outputs (SDPA is in
+    `_save_list`) and every other matmul output (the policy recomputes each even-numbered mm of a block:
+    q, v, FC1/W1 and W2 are kept; k, o, W3 recomputed); norms and activations are recomputed."""
+    a, g, dqk, dv = model.heads, model.kv_heads, model.qk_head_dim, model.v_dim
+    ffn = model.topk * model.moe_ffn if moe else model.ffn
+    attn = 2 * a * dqk + 2 * g * dv + 2 * a * dv + terms["core"][0]
+    w2_out = 2.0 * model.hidden if model.gated else 0.0  # the 7th mm; before TP's reduction: not split
+    return 2.0 * model.hidden / r + (attn + 2 * ffn) / t + w2_out
+
+
 def layer_activation_bytes_per_token(
     model: ModelSpec,
     *,
@@ -77,46 +141,34 @@ def layer_activation_bytes_per_token(
     flash: bool,
     operand_bytes: float = 2.0,
     moe: bool = False,
+    modules: tuple[str, ...] = ("core_attn",),
 ):
     """Bytes one layer stores per token of a micro-batch (per GPU), for the backward pass.
 
     `t` tensor-parallel degree, `sp` sequence parallelism (0/1), `recompute` the mode's code
     (layout.RECOMPUTE_CODE; arrays broadcast), `flash` attention without materialised scores,
     `operand_bytes` bytes of a saved GEMM input (TE keeps the quantized copy under FP8/FP4), `moe` an MoE
-    layer instead of a dense one.
+    layer instead of a dense one, `modules` what selective recomputation recomputes (Stack.recompute_modules).
     For GPT with flash=False and 2-byte operands this reproduces Korthikanti's 34 + 5as/h.
     """
     t = np.asarray(t, dtype=float)
     r = np.where(np.asarray(sp, dtype=bool), t, 1.0)  # norms/dropout/residual regions are split by SP only
-    h, a, g = model.hidden, model.heads, model.kv_heads
-    dqk, dv = model.qk_head_dim, model.v_dim
     ob = operand_bytes
-    drop = 1.0 if model.dropout > 0 else 0.0
-    # attention block
-    rep = 2 * h + ob * h + drop * h  # norm input, QKV input, dropout mask
-    if model.is_mla:
-        latent = ob * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
-        shard = 2 * (a * dqk + a * dqk + a * dv) + latent
+    terms = _activation_terms(model, seq_len=seq_len, flash=flash, ob=ob, moe=moe)
+    if ob == 2:  # the norm outputs are the saved GEMM inputs themselves
+        terms["qkv_in_bf16"], terms["fc1_in_bf16"] = terms.pop("qkv_in"), terms.pop("fc1_in", (0.0, "r"))
+
+    def total(names) -> np.ndarray:
+        return sum((b / (r if s == "r" else t) for n, (b, s) in terms.items() if n in names), 0.0 * t)
+
+    stored = total(terms)
+    if "op" in modules:
+        selective = _op_sac_bytes(model, terms, t, r, moe)
     else:
-        shard = 2 * (a * dqk + g * dqk + g * dv)
-    shard = shard + 2 * a * dv + (0.0 if ob == 2 else ob * a * dv)  # attention output / out-proj input
-    # flash keeps a log-sum-exp per head (fp32); unfused keeps the softmax output (+ dropout mask, output)
-    core = 4.0 * a if flash else (2.0 + 3.0 * drop) * a * seq_len
-    # MLP block
-    rep = rep + 2 * h + drop * h  # norm input, dropout mask
-    gate = 2 if model.gated else 1
-    if moe:
-        k, fe = model.topk, model.moe_ffn
-        rep = rep + 2 * h  # router input
-        shard = shard + k * (ob * h + 2 * gate * fe + ob * fe + 2 * h)  # per routed copy, + combine input
-        fs = model.shared_experts * fe
-        shard = shard + (ob * h + 2 * gate * fs + ob * fs if fs else 0.0)
-    else:
-        rep = rep + ob * h  # FC1 input
-        shard = shard + 2 * gate * model.ffn + ob * model.ffn
+        selective = stored - total({n for m in modules for n in _FREED[m]})
     rc = np.asarray(recompute)
-    stored = rep / r + shard / t + np.where(rc == RECOMPUTE_SELECTIVE, 0.0, core / t)
-    return np.where(rc == RECOMPUTE_FULL, 2.0 * h / r, stored)
+    stored = np.where(rc == RECOMPUTE_SELECTIVE, selective, stored)
+    return np.where(rc == RECOMPUTE_FULL, 2.0 * model.hidden / r, stored)
 
 
 def inflight_layer_microbatches(*, layers: int, pp, vp, m, schedule: str = "1f1b"):
@@ -181,6 +233,15 @@ def model_state_bytes(
     return wd + we + np.where(z >= 3, gathered, 0.0), gd + ge, od + oe
 
 
+def _kept_after_offload(offload_layers: int, *, slots, chunks):
+    """Share of the layer activations left on the GPU when `offload_layers` layers of each model chunk
+    send theirs to host memory between forward and backward (Megatron-Core `cpu_offloading_num_layers`:
+    the offload of layer i overlaps the forward of layer i+1 and its reload the backward of layer i+1, so
+    only the layers not offloaded stay resident at the peak)."""
+    per_chunk = np.asarray(slots, dtype=float) / np.asarray(chunks, dtype=float)
+    return 1.0 - np.minimum(float(offload_layers), per_chunk) / per_chunk
+
+
 def plan_memory(
     model: ModelSpec,
     grid: PlanGrid,
@@ -203,6 +264,7 @@ def plan_memory(
         seq_len=seq_len,
         flash=uses_flash(model, software),
         operand_bytes=precision.operand_bytes if precision.low else 2.0,
+        modules=software.recompute_modules,
     )
     acts = [layer_activation_bytes_per_token(model, recompute=rc, moe=moe, **kw) for moe in kinds]
     acts_none = [
@@ -220,14 +282,18 @@ def plan_memory(
     )
     work = np.where(full, T * a_none, 0.0)  # one layer's full set while recomputing it
     logits = 6.0 * model.vocab / tp * T
-    first = inflight * T * a_avg + work
-    last = slots * T * a_avg + work + logits
+    kept = _kept_after_offload(software.activation_offload_layers, slots=slots, chunks=p.vp)
+    first = kept * inflight * T * a_avg + work
+    last = kept * slots * T * a_avg + work + logits
     activations = np.where(p.pp > 1, np.maximum(first, last), first + logits)
 
     dense_p, expert_p = stage_params(model, t=tp, pp=p.pp, vp=p.vp, ep=p.ep)
     gathered = 2.0 * 2.0 * (dense_p / slots + expert_p / slots)
-    # FSDP that keeps the weights gathered through a step holds them like ZeRO-2 while it runs
-    zero_held = np.where((p.zero == 3) & (not software.fsdp_regather), 2, p.zero)
+    # FSDP that keeps the weights gathered through a step holds them like ZeRO-2 while it runs; a step of a
+    # single micro-batch gathers once anyway and reshards after the forward (torchtitan sets
+    # reshard_after_forward = not pp_enabled, torchtitan/parallelisms/parallelize_llama.py at 9dec370)
+    keep = (p.zero == 3) & (not software.fsdp_regather) & (np.asarray(p.microbatches) > 1)
+    zero_held = np.where(keep, 2, p.zero)
     weights, grads, opt = model_state_bytes(
         dense_p,
         expert_p,

@@ -31,7 +31,10 @@ from tenfold.perf.specs.models import ModelSpec
 TP_OVERLAP_RESIDUAL = 0.1
 SCHEDULES = ("1f1b", "dualpipe")
 CP_COMMS = ("ring", "allgather", "a2a")
-SELECTIVE_POLICIES = ("attention", "op")
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "moe", "shared_experts", "op")
+"""What `recompute="selective"` recomputes: Megatron-Core `TransformerConfig.recompute_modules` names
+(https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/transformer/transformer_config.py), plus
+"op" for torchtitan's per-op selective checkpointing (`selective_ac_option = "op"`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,10 +46,6 @@ class Stack:
     ep_dedup: MoE dispatch sends a token once per remote domain (DeepEP / HybridEP / node-limited routing).
     pp_schedule: "1f1b" (interleaved when vp > 1) or "dualpipe" (DeepSeek-V3, arXiv 2412.19437 §3.2.1).
     cp_comm: context-parallel algorithm: "ring" (p2p KV exchange), "allgather" (Llama 3), "a2a" (Ulysses).
-    selective_policy: what the layout's "selective" recomputation recomputes. "attention": the attention
-        core (Megatron's selective recompute, Korthikanti et al. 2022 §5). "op": torchtitan's per-op
-        selective activation checkpointing, which saves attention outputs but recomputes every second
-        matmul of a block and all memory-bound ops (`compute.op_sac_recompute`).
     balanced_stages: the pipeline layout accounts for the embedding/head (Megatron-Core
         `account_for_embedding/loss_in_pipeline_split`); otherwise the last stage also carries the head.
     grad_reduce_bytes: bytes per gradient element in the data-parallel reduction.
@@ -63,6 +62,10 @@ class Stack:
     interleave_needs_pp_multiple: the interleaved schedule runs only when the micro-batches per step are a
         multiple of the pipeline size (Megatron-Core, see layout.RULES "vp_microbatches"); Meta's Llama 3
         schedule lifts it (arXiv 2407.21783 §3.3.2: "we modify our pipeline schedule ... N flexibly").
+    recompute_modules: what selective recomputation recomputes (RECOMPUTE_MODULES; memory.py says what
+        each one frees). Megatron-Core's default is ["core_attn"]; recipes and papers list others.
+    activation_offload_layers: layers per model chunk whose activations go to host memory between their
+        forward and backward (Megatron-Core `cpu_offloading_num_layers`, activations only); 0 = none.
     default_micro_batch, default_vp, default_recompute: what the stack runs when a launch leaves the
         micro-batch size, the virtual pipeline size or the recomputation unset, from its public configs
         (None = no documented default: the value is unknown and the validation reports a range over the
@@ -78,7 +81,6 @@ class Stack:
     ep_dedup: bool = False
     pp_schedule: str = "1f1b"
     cp_comm: str = "ring"
-    selective_policy: str = "attention"
     balanced_stages: bool = True
     grad_reduce_bytes: float = 4.0
     main_grad_bytes: float = 4.0
@@ -87,19 +89,32 @@ class Stack:
     fused_sink_attention: bool = False
     interleaving: bool = True
     interleave_needs_pp_multiple: bool = True
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+    activation_offload_layers: int = 0
     default_micro_batch: int | None = None
     default_vp: int | None = None
     default_recompute: str | None = None
+
+    @property
+    def selective_policy(self) -> str:
+        """What "selective" recomputation costs in time: "op" (torchtitan's per-op checkpointing recomputes
+        every second matmul of a block and all memory-bound ops, `compute.op_sac_recompute`) when
+        `recompute_modules` names it, else "attention" (Megatron's module recompute; Korthikanti et al. 2022
+        §5 for the attention core)."""
+        return "op" if "op" in self.recompute_modules else "attention"
 
     def __post_init__(self) -> None:
         if self.pp_schedule not in SCHEDULES:
             raise ValueError(f"pp_schedule {self.pp_schedule!r} not in {SCHEDULES}")
         if self.cp_comm not in CP_COMMS:
             raise ValueError(f"cp_comm {self.cp_comm!r} not in {CP_COMMS}")
-        if self.selective_policy not in SELECTIVE_POLICIES:
-            raise ValueError(f"selective_policy {self.selective_policy!r} not in {SELECTIVE_POLICIES}")
         if self.default_zero not in (0, 1, 2, 3):
             raise ValueError(f"default_zero must be 0-3, got {self.default_zero}")
+        unknown = [m for m in self.recompute_modules if m not in RECOMPUTE_MODULES]
+        if unknown:
+            raise ValueError(f"recompute_modules {unknown} not in {RECOMPUTE_MODULES}")
+        if self.activation_offload_layers < 0:
+            raise ValueError(f"activation_offload_layers must be >= 0, got {self.activation_offload_layers}")
         if self.default_recompute not in (None, "none", "selective", "full"):
             raise ValueError(f"default_recompute {self.default_recompute!r} is not none, selective or full")
 
@@ -230,11 +245,6 @@ def _torchtitan() -> Stack:
         # experimental.context_parallel_rotate_method defaults to "allgather" (torchtitan/config_manager.py
         # at commit 9dec370).
         cp_comm="allgather",
-        # activation_checkpoint.selective_ac_option = "op" in the benchmarks' configs (train_configs/
-        # llama3_8b.toml at 9dec370): the policy in _apply_ac_to_transformer_block (torchtitan/parallelisms/
-        # parallelize_llama.py at 9dec370) saves the outputs of flash/efficient SDPA, reduce-scatter, max/abs
-        # and every odd-numbered aten.mm of a block, and recomputes everything else.
-        selective_policy="op",
         # FSDP2 shards parameters, gradients and optimizer states (ZeRO-3); gradients reduced in fp32
         # (training.mixed_precision_reduce = "float32", config_manager.py).
         default_zero=3,
@@ -244,6 +254,11 @@ def _torchtitan() -> Stack:
         # with PP the weights stay gathered across the micro-batches; without PP a step is one micro-batch
         # in the benchmarks (no gradient accumulation).
         fsdp_regather=False,
+        # The shipped train configs (train_configs/llama3_*.toml at 9dec370) set mode = "selective" with
+        # selective_ac_option = "op": the policy in _apply_ac_to_transformer_block (torchtitan/parallelisms/
+        # parallelize_llama.py at 9dec370) saves the outputs of flash/efficient SDPA, reduce-scatter, max/abs
+        # and every odd-numbered aten.mm of a block, and recomputes everything else.
+        recompute_modules=("op",),
     )
 
 

@@ -178,6 +178,10 @@ def _row_software(row: dict[str, str]) -> Stack:
         overrides["ep_overlap"] = row["ep_overlap"].strip() == "1"
     if (row.get("cp_comm") or "").strip():
         overrides["cp_comm"] = row["cp_comm"].strip()
+    if (row.get("recompute_modules") or "").strip():
+        overrides["recompute_modules"] = tuple(row["recompute_modules"].split())
+    if (row.get("offload_layers") or "").strip():
+        overrides["activation_offload_layers"] = int(row["offload_layers"])
     return stack((row.get("software") or "").strip() or "megatron-core", **overrides)
 
 
