@@ -12,8 +12,11 @@ from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json, p
 from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, MAX_VP, TRAINING
 from tenfold.perf.errors import Infeasible
 from tenfold.perf.specs.models import load_model
+from tenfold.perf.training.estimate import TrainingEstimate
 from tenfold.perf.training.export import FRAMEWORKS, export_plan
 from tenfold.perf.training.search import search_training
+from tenfold.report.format import fmt_number
+from tenfold.report.ranges import RANGE_NOTE, has_interval, training_intervals
 
 app = typer.Typer(help="Search parallel layouts (training now; inference later).", no_args_is_help=True)
 
@@ -21,6 +24,24 @@ app = typer.Typer(help="Search parallel layouts (training now; inference later).
 @app.callback()
 def _group() -> None:
     """Search parallel layouts."""
+
+
+def range_table(top: tuple[TrainingEstimate, ...]) -> Table:
+    """How sure each of the top plans is: its tokens/s/GPU and step time with their 80 % ranges."""
+    t = Table(title="80 % ranges of the plans above (the model's cross-validated error)")
+    for col in ("#", "tokens/s/GPU", "80 % range", "step s", "80 % range"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for i, e in enumerate(top, 1):
+        r = training_intervals(e)
+        tok, step = r["tokens_per_s_per_gpu_interval"], r["step_time_s_interval"]
+        t.add_row(
+            str(i),
+            fmt_number(e.tokens_per_s_per_gpu, ",.0f"),
+            f"{tok[0]:,.0f}-{tok[1]:,.0f}" if tok else "-",
+            fmt_number(e.step_time_s, ".3f"),
+            f"{step[0]:.3f}-{step[1]:.3f}" if step else "-",
+        )
+    return t
 
 
 @app.command("train")
@@ -88,7 +109,9 @@ def train(
         extra = ({"export": text} if export else {}) | (
             {"calibration": calibration_label(calibration, cal)} if cal else {}
         )
-        print_json(result.to_dict() | extra)
+        d = result.to_dict()
+        d["top"] = [t | training_intervals(e) for t, e in zip(d["top"], result.top, strict=True)]
+        print_json(d | extra)
         export = ""
     else:
         out = Console()
@@ -97,6 +120,7 @@ def train(
             f"{result.precision}: best {len(result.top)} of {result.evaluated:,} plans "
             f"({result.elapsed_s:.2f} s)"
         )
+        ranged = any(has_interval(e) for e in result.top)
         for col in (
             "#",
             "layout",
@@ -109,7 +133,9 @@ def train(
             "mem GiB",
         ):
             t.add_column(
-                col.replace(" ", "\n"), justify="left" if col == "layout" else "right", overflow="fold"
+                col.replace(" ", "\n"),
+                justify="left" if col == "layout" else "right",
+                overflow="fold",
             )
         for i, e in enumerate(result.top, 1):
             b = e.breakdown
@@ -134,6 +160,9 @@ def train(
         for k, v in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
             r.add_row(k, f"{v:,}")
         out.print(r)
+        if ranged:
+            out.print(range_table(result.top))
+            out.print(escape(RANGE_NOTE), style="dim")
         if cal:
             out.print(f"calibration: {escape(calibration_label(calibration, cal))}")
     if not result.top:
