@@ -1,5 +1,6 @@
-"""How sure the training numbers are, drawn: the footnote that says where the 80 % ranges come from,
-Plotly error bars from (low, high) ranges, and the speedup chart with its ratio ranges.
+"""How sure the training numbers are, shown: the footnote that says where the 80 % ranges come from, the
+JSON fields of one estimate's ranges (CLI and web API), and the speedup chart with its ratio ranges as error
+bars (`charts.error_bars` draws the others).
 
 The ranges themselves come from tenfold.perf.uncertainty (through `TrainingEstimate.interval` and
 tenfold.cost.intervals); this module only shows them.
