@@ -29,6 +29,7 @@ from tenfold.perf.errors import Infeasible
 from tenfold.perf.specs.models import load_model
 from tenfold.perf.training.export import FRAMEWORKS, export_plan
 from tenfold.report.compare import comparison_rows, uncalibrated_note
+from tenfold.report.ranges import interval_note
 
 OWN_OPTION = typer.Option([], "--own", help="owner input KEY=VALUE (pue=1.3, life_years=6, ...)")
 PRICE_OPTION = typer.Option([], "--price", help="GPU:KEY=VALUE (gb200:reserved_usd_h=5.5; capex_usd, it_kW)")
@@ -81,7 +82,14 @@ def comparison_tables(c: Comparison) -> list[Table]:
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
         for i in idx:
             col = columns[i]
-            t.add_column(col.replace(" ", "\n"), justify="left" if i < 2 else "right", overflow="fold")
+            # never narrower than its longest word, so a range like (312.5-425.1) wraps whole, not cut
+            longest = max((len(w) for r in rows for w in r[i].split()), default=1) if i >= 2 else None
+            t.add_column(
+                col.replace(" ", "\n"),
+                justify="left" if i < 2 else "right",
+                overflow="fold",
+                min_width=longest,
+            )
         for r in rows:
             t.add_row(*(r[i] for i in idx))
         tables.append(t)
@@ -130,6 +138,9 @@ def print_comparison(c: Comparison, console: Console, tornado: bool = False) -> 
     note = uncalibrated_note(c)
     if note:
         console.print(f"  {escape(note)}", style="yellow")
+    ranges = interval_note(c)
+    if ranges:
+        console.print(f"  {escape(ranges)}", style="dim")
     if tornado:
         for r in c.rows:
             if r.money and r.money.tornado_own:

@@ -15,7 +15,8 @@ from tenfold.perf.errors import Infeasible
 from tenfold.perf.serving.results import InferenceCurve, InferenceEstimate
 from tenfold.perf.training.estimate import TrainingEstimate, estimate_training
 from tenfold.perf.training.layout import Layout
-from tenfold.report.format import fmt_number
+from tenfold.report.format import fmt_number, fmt_range
+from tenfold.report.ranges import RANGE_NOTE, has_interval, training_intervals
 
 app = typer.Typer(help="Estimate one training plan or one serving configuration.", no_args_is_help=True)
 
@@ -96,13 +97,16 @@ def train(
     except ValueError as exc:
         raise fail(str(exc)) from None
     if as_json:
-        print_json(est.to_dict() | ({"calibration": calibration_label(calibration, cal)} if cal else {}))
+        extra = {"calibration": calibration_label(calibration, cal)} if cal else {}
+        print_json(est.to_dict() | training_intervals(est) | extra)
     else:
         console = Console()
         for table in estimate_tables(est):
             console.print(table)
         for note in est.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
+        if has_interval(est):
+            console.print(escape(RANGE_NOTE), style="dim")
         if cal:
             console.print(f"calibration: {escape(calibration_label(calibration, cal))}")
     if not est.feasible:
@@ -196,15 +200,22 @@ def estimate_tables(e: TrainingEstimate) -> list[Table]:
     mfu = [("MFU (bf16 peak)", e.mfu_bf16)]
     if e.precision != "bf16":  # the same column twice otherwise
         mfu.append((f"MFU ({e.precision} peak)", e.mfu_precision))
-    for col in ("step s", "tokens/s/GPU", "model TFLOP/s/GPU", *(name for name, _ in mfu), "feasible"):
-        head.add_column(col.replace(" ", "\n"), justify="right", overflow="fold")
-    head.add_row(
-        fmt_number(e.step_time_s, ".3f"),
-        fmt_number(e.tokens_per_s_per_gpu, ",.0f"),
+    rng = training_intervals(e)
+    ranged = rng["step_time_s_interval"] is not None
+    cells = [
+        fmt_range(e.step_time_s, rng["step_time_s_interval"], ".3f", sep="\n"),
+        fmt_range(e.tokens_per_s_per_gpu, rng["tokens_per_s_per_gpu_interval"], ",.0f", sep="\n"),
         fmt_number(e.model_tflops_per_gpu, ",.0f"),
         *(fmt_number(v, ".1%") for _, v in mfu),
-        "yes" if e.feasible else f"[red]no[/red]: {e.reason}",
-    )
+    ]
+    cols = ("step s", "tokens/s/GPU", "model TFLOP/s/GPU", *(name for name, _ in mfu))
+    for i, col in enumerate(cols):
+        label = col.replace(" ", "\n") + ("\n80 % range" if ranged and i < 2 else "")
+        # never narrower than its longest line, so a range wraps whole rather than being cut
+        width = max(len(line) for line in cells[i].splitlines())
+        head.add_column(label, justify="right", overflow="fold", min_width=width)
+    head.add_column("feasible", justify="right", overflow="fold")
+    head.add_row(*cells, "yes" if e.feasible else f"[red]no[/red]: {e.reason}")
     tables = [head]
     if e.breakdown is not None:
         bd = Table(title="step time (exposed seconds per step)")

@@ -12,8 +12,11 @@ from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json, p
 from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, MAX_VP, TRAINING
 from tenfold.perf.errors import Infeasible
 from tenfold.perf.specs.models import load_model
+from tenfold.perf.training.estimate import TrainingEstimate
 from tenfold.perf.training.export import FRAMEWORKS, export_plan
-from tenfold.perf.training.search import search_training
+from tenfold.perf.training.search import SearchResult, search_training
+from tenfold.report.format import fmt_number
+from tenfold.report.ranges import RANGE_NOTE, has_interval, training_intervals
 
 app = typer.Typer(help="Search parallel layouts (training now; inference later).", no_args_is_help=True)
 
@@ -21,6 +24,69 @@ app = typer.Typer(help="Search parallel layouts (training now; inference later).
 @app.callback()
 def _group() -> None:
     """Search parallel layouts."""
+
+
+def range_table(top: tuple[TrainingEstimate, ...]) -> Table:
+    """How sure each of the top plans is: its tokens/s/GPU and step time with their 80 % ranges."""
+    t = Table(title="80 % ranges of the plans above (the model's cross-validated error)")
+    for col in ("#", "tokens/s/GPU", "80 % range", "step s", "80 % range"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for i, e in enumerate(top, 1):
+        r = training_intervals(e)
+        tok, step = r["tokens_per_s_per_gpu_interval"], r["step_time_s_interval"]
+        t.add_row(
+            str(i),
+            fmt_number(e.tokens_per_s_per_gpu, ",.0f"),
+            f"{tok[0]:,.0f}-{tok[1]:,.0f}" if tok else "-",
+            fmt_number(e.step_time_s, ".3f"),
+            f"{step[0]:.3f}-{step[1]:.3f}" if step else "-",
+        )
+    return t
+
+
+def plan_tables(result: SearchResult, num_gpus: int, seq_len: int, global_batch: int) -> list[Table]:
+    """The top plans, the rejected plans by first reason, and (with a measured uncertainty) the top plans'
+    80 % ranges."""
+    t = Table(
+        title=f"{result.model} on {num_gpus} x {result.hardware}, seq {seq_len}, batch {global_batch}, "
+        f"{result.precision}: best {len(result.top)} of {result.evaluated:,} plans "
+        f"({result.elapsed_s:.2f} s)"
+    )
+    for col in (
+        "#",
+        "layout",
+        "step s",
+        "tokens/s/GPU",
+        "MFU bf16",
+        "compute",
+        "exposed comm",
+        "bubble",
+        "mem GiB",
+    ):
+        t.add_column(col.replace(" ", "\n"), justify="left" if col == "layout" else "right", overflow="fold")
+    for i, e in enumerate(result.top, 1):
+        b = e.breakdown
+        comm = b.tp_s + b.cp_s + b.ep_s + b.pp_s + b.fsdp_s + b.dp_s
+        t.add_row(
+            str(i),
+            e.layout.describe(),
+            f"{e.step_time_s:.3f}",
+            f"{e.tokens_per_s_per_gpu:,.0f}",
+            f"{e.mfu_bf16:.1%}",
+            f"{b.compute_s:.2f}",
+            f"{comm:.2f}",
+            f"{b.bubble_s:.2f}",
+            f"{e.memory.total_GiB:.1f}",
+        )
+    r = Table(title=f"rejected plans by first reason ({result.valid:,} valid, {result.fits:,} fit in memory)")
+    r.add_column("reason")
+    r.add_column("plans", justify="right")
+    for k, v in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
+        r.add_row(k, f"{v:,}")
+    tables = [t, r]
+    if any(has_interval(e) for e in result.top):
+        tables.append(range_table(result.top))
+    return tables
 
 
 @app.command("train")
@@ -88,52 +154,16 @@ def train(
         extra = ({"export": text} if export else {}) | (
             {"calibration": calibration_label(calibration, cal)} if cal else {}
         )
-        print_json(result.to_dict() | extra)
+        d = result.to_dict()
+        d["top"] = [t | training_intervals(e) for t, e in zip(d["top"], result.top, strict=True)]
+        print_json(d | extra)
         export = ""
     else:
         out = Console()
-        t = Table(
-            title=f"{result.model} on {num_gpus} x {result.hardware}, seq {seq_len}, batch {global_batch}, "
-            f"{result.precision}: best {len(result.top)} of {result.evaluated:,} plans "
-            f"({result.elapsed_s:.2f} s)"
-        )
-        for col in (
-            "#",
-            "layout",
-            "step s",
-            "tokens/s/GPU",
-            "MFU bf16",
-            "compute",
-            "exposed comm",
-            "bubble",
-            "mem GiB",
-        ):
-            t.add_column(
-                col.replace(" ", "\n"), justify="left" if col == "layout" else "right", overflow="fold"
-            )
-        for i, e in enumerate(result.top, 1):
-            b = e.breakdown
-            comm = b.tp_s + b.cp_s + b.ep_s + b.pp_s + b.fsdp_s + b.dp_s
-            t.add_row(
-                str(i),
-                e.layout.describe(),
-                f"{e.step_time_s:.3f}",
-                f"{e.tokens_per_s_per_gpu:,.0f}",
-                f"{e.mfu_bf16:.1%}",
-                f"{b.compute_s:.2f}",
-                f"{comm:.2f}",
-                f"{b.bubble_s:.2f}",
-                f"{e.memory.total_GiB:.1f}",
-            )
-        out.print(t)
-        r = Table(
-            title=f"rejected plans by first reason ({result.valid:,} valid, {result.fits:,} fit in memory)"
-        )
-        r.add_column("reason")
-        r.add_column("plans", justify="right")
-        for k, v in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
-            r.add_row(k, f"{v:,}")
-        out.print(r)
+        for table in plan_tables(result, num_gpus, seq_len, global_batch):
+            out.print(table)
+        if any(has_interval(e) for e in result.top):
+            out.print(escape(RANGE_NOTE), style="dim")
         if cal:
             out.print(f"calibration: {escape(calibration_label(calibration, cal))}")
     if not result.top:

@@ -11,6 +11,10 @@ Blackwell), `search_training` finds the fastest layout that fits in memory. Then
 
 days = tokens / (tokens/s) / 86400 (`workloads.training_days`); GPU-hours = GPUs x days x 24; money, energy
 and carbon come from tco.py / energy.py applied to those GPU-hours (`money_for`).
+
+When the calibration carries a measured uncertainty, each row gets 80 % ranges of its throughput, days,
+GPU-hours and money, and of its ratios to the baseline (intervals.py), and its cost tornado's MFU bar spans
+that uncertainty instead of the assumed one.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from types import MappingProxyType
 
 from tenfold.cost.defaults import CostDefaults, gpu_facts, load_cost_defaults
 from tenfold.cost.energy import footprint
+from tenfold.cost.intervals import estimate_intervals, ratio_intervals
 from tenfold.cost.results import Comparison, ComparisonSet, Money, PrecisionOption, TrainingRow
 from tenfold.cost.tco import own_cost, own_inputs, rent_prices
 from tenfold.cost.tornado import own_tornado, rent_tornado
@@ -33,18 +39,28 @@ from tenfold.cost.workloads import (
     precisions_for,
     training_days,
 )
-from tenfold.perf.calibration import Calibration
+from tenfold.perf.calibration import Calibration, load_calibration
 from tenfold.perf.specs.hardware import Hardware, load_hardware
 from tenfold.perf.specs.models import load_model
 from tenfold.perf.training.estimate import TrainingEstimate
 from tenfold.perf.training.search import search_training
+from tenfold.perf.uncertainty import Uncertainty
 
 Progress = Callable[[int, int], None] | None
 NAN = math.nan
 
 
-def money_for(hw: Hardware, gpu_hours: float, settings: CostSettings, defaults: CostDefaults) -> Money:
-    """Rent and own cost, energy, carbon and tornados of `gpu_hours` on `hw` under `settings`."""
+def money_for(
+    hw: Hardware,
+    gpu_hours: float,
+    settings: CostSettings,
+    defaults: CostDefaults,
+    *,
+    mfu_halfwidth: float | None = None,
+) -> Money:
+    """Rent and own cost, energy, carbon and tornados of `gpu_hours` on `hw` under `settings`;
+    `mfu_halfwidth`: the throughput's measured relative uncertainty for the tornados' MFU bar (None: the
+    assumed range)."""
     facts = gpu_facts(hw, defaults)
     over = settings.per_gpu.get(hw.name, {})
     rent = rent_prices(
@@ -77,7 +93,7 @@ def money_for(hw: Hardware, gpu_hours: float, settings: CostSettings, defaults: 
             own_usd=NAN,
             footprint=None,
             tornado_own=None,
-            tornado_rent=rent_tornado(gpu_hours, rent, defaults),
+            tornado_rent=rent_tornado(gpu_hours, rent, defaults, mfu_halfwidth=mfu_halfwidth),
             notes=tuple(notes),
         )
     oc = own_cost(inputs)
@@ -88,8 +104,8 @@ def money_for(hw: Hardware, gpu_hours: float, settings: CostSettings, defaults: 
         own=oc,
         own_usd=gpu_hours * oc.usd_per_busy_gpu_hour,
         footprint=footprint(gpu_hours=gpu_hours, it_kW=inputs.it_kW, pue=inputs.pue, grid_g_per_kWh=grid),
-        tornado_own=own_tornado(gpu_hours, inputs, defaults),
-        tornado_rent=rent_tornado(gpu_hours, rent, defaults),
+        tornado_own=own_tornado(gpu_hours, inputs, defaults, mfu_halfwidth=mfu_halfwidth),
+        tornado_rent=rent_tornado(gpu_hours, rent, defaults, mfu_halfwidth=mfu_halfwidth),
         notes=tuple(notes),
     )
 
@@ -166,9 +182,12 @@ def best_training_at(
     return best, tuple(options)
 
 
-def _row(w, hw, est: TrainingEstimate, options, settings, defaults) -> TrainingRow:
+def _row(w, hw, est: TrainingEstimate, options, settings, defaults, unc=None) -> TrainingRow:
     days = training_days(w.tokens, est.tokens_per_s)
     gpu_hours = est.num_gpus * days * 24.0
+    half = unc.relative_halfwidth(est.uncertainty_group) if unc is not None else None
+    money = money_for(hw, gpu_hours, settings, defaults, mfu_halfwidth=half)
+    values = {"days": days, "gpu_hours": gpu_hours, "rent_usd": money.rent_usd, "own_usd": money.own_usd}
     return TrainingRow(
         hardware=hw.name,
         display_name=hw.display_name,
@@ -181,9 +200,10 @@ def _row(w, hw, est: TrainingEstimate, options, settings, defaults) -> TrainingR
         tokens_per_s_per_gpu=est.tokens_per_s_per_gpu,
         mfu_bf16=est.mfu_bf16,
         mfu_precision=est.mfu_precision,
-        money=money_for(hw, gpu_hours, settings, defaults),
+        money=money,
         estimate=est,
         options=options,
+        intervals=MappingProxyType(estimate_intervals(est, values)),
     )
 
 
@@ -206,13 +226,14 @@ def _no_row(hw: Hardware, reason: str, options=()) -> TrainingRow:
 
 
 def _train_one(w, hw, precisions, num_gpus, deadline_days, ladder, settings, defaults, tick, cal=None):
+    unc = (cal or load_calibration()).uncertainty
     if not precisions:
         return _no_row(hw, f"{hw.name} supports none of the requested precisions")
     if num_gpus is not None:
         best, options = best_training_at(w, hw, num_gpus, precisions, tick, cal)
         if best is None:
             return _no_row(hw, f"no layout of {num_gpus} {hw.name} fits in any precision", options)
-        return _row(w, hw, best, options, settings, defaults)
+        return _row(w, hw, best, options, settings, defaults, unc)
     cache: dict[int, tuple] = {}
 
     def at(i: int) -> tuple:
@@ -243,10 +264,12 @@ def _train_one(w, hw, precisions, num_gpus, deadline_days, ladder, settings, def
         else:
             lo = mid + 1
     best, options = at(lo)
-    return _row(w, hw, best, options, settings, defaults)
+    return _row(w, hw, best, options, settings, defaults, unc)
 
 
-def _with_ratios(rows: list[TrainingRow], baseline: str) -> list[TrainingRow]:
+def _with_ratios(rows: list[TrainingRow], baseline: str, unc: Uncertainty | None = None) -> list[TrainingRow]:
+    """Rows with their ratios to the baseline row and, given an uncertainty, the ratios' 80 % ranges
+    (none on the baseline row: its ratios are 1 by definition)."""
     base = next((r for r in rows if r.hardware == baseline and r.feasible), None)
     if base is None:
         return rows
@@ -255,14 +278,16 @@ def _with_ratios(rows: list[TrainingRow], baseline: str) -> list[TrainingRow]:
         if not r.feasible:
             out.append(r)
             continue
-        out.append(
-            replace(
-                r,
-                speedup=base.gpu_hours / r.gpu_hours,
-                rent_cost_ratio=r.money.rent_usd / base.money.rent_usd,
-                own_cost_ratio=r.money.own_usd / base.money.own_usd,
-            )
-        )
+        ratios = {
+            "speedup": base.gpu_hours / r.gpu_hours,
+            "rent_cost_ratio": r.money.rent_usd / base.money.rent_usd,
+            "own_cost_ratio": r.money.own_usd / base.money.own_usd,
+        }
+        ranges = {}
+        if r is not base and r.estimate is not None and base.estimate is not None:
+            g, bg = r.estimate.uncertainty_group, base.estimate.uncertainty_group
+            ranges = ratio_intervals(ratios, g, bg, unc)
+        out.append(replace(r, **ratios, intervals=MappingProxyType({**r.intervals, **ranges})))
     return out
 
 
@@ -345,7 +370,7 @@ def compare_training(
         baseline=baseline,
         grid_g_per_kWh=settings.grid_g_per_kWh(dfl),
         settings=settings,
-        rows=tuple(_with_ratios(rows, baseline)),
+        rows=tuple(_with_ratios(rows, baseline, (calibration or load_calibration()).uncertainty)),
         notes=tuple(notes),
         elapsed_s=time.perf_counter() - t0,
     )

@@ -4,9 +4,12 @@ Computed by compare.py / compare_serving.py; rendered by the CLI and tenfold.rep
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
 
 from tenfold.cost.energy import Footprint
+from tenfold.cost.intervals import INTERVAL_KEYS
 from tenfold.cost.tco import OwnCost, RentPrices
 from tenfold.cost.tornado import Tornado
 from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload, format_count
@@ -65,7 +68,11 @@ class PrecisionOption:
 class TrainingRow:
     """One GPU's answer for a training run. Ratios are against the comparison's baseline GPU:
     speedup = baseline GPU-hours / these GPU-hours (per-GPU throughput ratio); cost ratios = this cost /
-    the baseline's. NaN where this GPU or the baseline has no plan."""
+    the baseline's. NaN where this GPU or the baseline has no plan.
+
+    intervals: 80 % ranges (low, high) by quantity (`intervals.INTERVAL_KEYS`: tokens_per_s_per_gpu, days,
+    gpu_hours, rent_usd, own_usd and the three ratios), from the calibration's measured uncertainty;
+    empty when it has none, and no ratio ranges on the baseline row itself."""
 
     hardware: str
     display_name: str
@@ -84,6 +91,7 @@ class TrainingRow:
     own_cost_ratio: float = NAN
     estimate: TrainingEstimate | None = None
     options: tuple[PrecisionOption, ...] = ()
+    intervals: Mapping[str, tuple[float, float]] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def gpu_hours(self) -> float:
@@ -94,6 +102,14 @@ class TrainingRow:
         """False when this GPU's numbers rest on a conservative efficiency, not one fitted on its runs."""
         return self.estimate.calibrated if self.estimate is not None else True
 
+    def interval(self, key: str) -> tuple[float, float] | None:
+        """The 80 % range of quantity `key` (one of INTERVAL_KEYS), or None when there is none."""
+        return self.intervals.get(key)
+
+    def interval_fields(self) -> dict[str, list[float] | None]:
+        """{"<key>_interval": [low, high] or None} for every key of INTERVAL_KEYS (the JSON fields)."""
+        return {f"{k}_interval": list(v) if (v := self.interval(k)) else None for k in INTERVAL_KEYS}
+
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in ("hardware", "display_name", "feasible", "reason", "precision")}
         d["calibrated"] = self.calibrated
@@ -101,6 +117,7 @@ class TrainingRow:
         d |= {k: getattr(self, k) for k in ("mfu_bf16", "mfu_precision", "speedup")}
         d |= {"rent_cost_ratio": self.rent_cost_ratio, "own_cost_ratio": self.own_cost_ratio}
         d["gpu_hours"] = self.gpu_hours
+        d |= self.interval_fields()
         d["money"] = self.money.to_dict() if self.money else None
         d["estimate"] = self.estimate.to_dict() if self.estimate else None
         d["options"] = [asdict(o) for o in self.options]
@@ -220,7 +237,8 @@ class Comparison:
         Keys: hardware, calibrated, feasible, reason, precision, plan, num_gpus, days, mfu (share of the
         chosen precision's dense peak), mfu_bf16 (share of the BF16 peak), tokens_per_s_per_gpu, gpu_hours,
         rent_usd, own_usd, rent_usd_per_gpu_hour, own_usd_per_gpu_hour, facility_MWh, co2_t, speedup,
-        rent_cost_ratio, own_cost_ratio; serving rows add usd_per_m_tokens (rent and own)."""
+        rent_cost_ratio, own_cost_ratio; training rows add `<key>_interval` ([low, high] 80 % range or None,
+        TrainingRow.interval_fields); serving rows add usd_per_m_tokens (rent and own)."""
         out = []
         for r in self.rows:
             m = r.money
@@ -248,6 +266,8 @@ class Comparison:
                 "rent_cost_ratio": r.rent_cost_ratio,
                 "own_cost_ratio": r.own_cost_ratio,
             }
+            if isinstance(r, TrainingRow):
+                d |= r.interval_fields()
             if self.kind == "serving":
                 d["rent_usd_per_m_tokens"] = r.rent_usd_per_m_tokens
                 d["own_usd_per_m_tokens"] = r.own_usd_per_m_tokens

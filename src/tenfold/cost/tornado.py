@@ -5,6 +5,11 @@ Owned basis, job cost = GPU-hours / m x own $/busy GPU-hour(inputs), where m sca
 throughput (MFU) and the inputs are capex (price), utilisation, lifetime, cost of capital, PUE,
 electricity and colocation. Rented basis: price (reserved to on-demand) and MFU. Returned as data; the
 report draws it (bars sorted by swing, widest first).
+
+The MFU bar spans the training model's measured uncertainty when the caller gives it (`mfu_halfwidth`:
+`Uncertainty.relative_halfwidth` of the estimate's group, the 80 % range of the leave-one-source-out
+cross-validated error, tenfold.perf.uncertainty); without one it falls back to the assumed
+`mfu_range` of defaults.toml and its label says so.
 """
 
 from __future__ import annotations
@@ -62,6 +67,17 @@ class Tornado:
         }
 
 
+def mfu_bar(defaults: CostDefaults, mfu_halfwidth: float | None) -> tuple[float, float, str]:
+    """(low, high, label) of the MFU multiplier: 1 -/+ the measured half-width when given (the low end
+    kept above 0.1 so the cost stays finite), else the assumed range of defaults.toml."""
+    if mfu_halfwidth is not None and math.isfinite(mfu_halfwidth) and mfu_halfwidth > 0:
+        h = mfu_halfwidth
+        return max(1.0 - h, 0.1), 1.0 + h, f"MFU (modelled throughput, measured 80 % range +-{h:.0%})"
+    m = defaults.own["mfu_range"]
+    half = (m.high - m.low) / 2.0
+    return m.low, m.high, f"MFU (modelled throughput, assumed +-{half:.0%}: no measured uncertainty)"
+
+
 def owned_job_cost(gpu_hours: float, inputs: OwnInputs, *, mfu: float = 1.0) -> float:
     """Total owned cost ($) of a job of `gpu_hours` GPU-hours when throughput is `mfu` x the model's."""
     if not mfu > 0:
@@ -69,13 +85,21 @@ def owned_job_cost(gpu_hours: float, inputs: OwnInputs, *, mfu: float = 1.0) -> 
     return gpu_hours / mfu * own_cost(inputs).usd_per_busy_gpu_hour
 
 
-def own_tornado(gpu_hours: float, inputs: OwnInputs, defaults: CostDefaults | None = None) -> Tornado:
-    """Tornado of the owned job cost over the OWN_BARS inputs."""
+def own_tornado(
+    gpu_hours: float,
+    inputs: OwnInputs,
+    defaults: CostDefaults | None = None,
+    *,
+    mfu_halfwidth: float | None = None,
+) -> Tornado:
+    """Tornado of the owned job cost over the OWN_BARS inputs (the MFU bar: `mfu_bar`)."""
     dfl = defaults or load_cost_defaults()
+    mfu_lo, mfu_hi, mfu_label = mfu_bar(dfl, mfu_halfwidth)
     base = owned_job_cost(gpu_hours, inputs)
     bars = []
     for name, key, label, unit in OWN_BARS:
         rng = dfl.own[key]
+        lo, hi = rng.low, rng.high
         if name == "capex":
             base_v = 1.0
 
@@ -83,6 +107,7 @@ def own_tornado(gpu_hours: float, inputs: OwnInputs, defaults: CostDefaults | No
                 return owned_job_cost(gpu_hours, replace(inputs, capex_usd=inputs.capex_usd * v))
         elif name == "mfu":
             base_v = 1.0
+            lo, hi, label = mfu_lo, mfu_hi, mfu_label
 
             def at(v: float) -> float:
                 return owned_job_cost(gpu_hours, inputs, mfu=v)
@@ -92,7 +117,7 @@ def own_tornado(gpu_hours: float, inputs: OwnInputs, defaults: CostDefaults | No
             def at(v: float, key: str = key) -> float:
                 return owned_job_cost(gpu_hours, replace(inputs, **{key: v}))
 
-        lo, hi = min(rng.low, base_v), max(rng.high, base_v)
+        lo, hi = min(lo, base_v), max(hi, base_v)
         bars.append(
             TornadoBar(
                 name=name,
@@ -109,8 +134,14 @@ def own_tornado(gpu_hours: float, inputs: OwnInputs, defaults: CostDefaults | No
     return Tornado(basis="own", base_cost_usd=base, bars=tuple(bars))
 
 
-def rent_tornado(gpu_hours: float, prices: RentPrices, defaults: CostDefaults | None = None) -> Tornado:
-    """Tornado of the rented job cost: price between reserved and on-demand, and MFU."""
+def rent_tornado(
+    gpu_hours: float,
+    prices: RentPrices,
+    defaults: CostDefaults | None = None,
+    *,
+    mfu_halfwidth: float | None = None,
+) -> Tornado:
+    """Tornado of the rented job cost: price between reserved and on-demand, and MFU (`mfu_bar`)."""
     dfl = defaults or load_cost_defaults()
     base_p = prices.usd_h
     base = gpu_hours * base_p
@@ -130,17 +161,17 @@ def rent_tornado(gpu_hours: float, prices: RentPrices, defaults: CostDefaults | 
                 cost_at_high_usd=gpu_hours * hi,
             )
         )
-    m = dfl.own["mfu_range"]
+    m_lo, m_hi, m_label = mfu_bar(dfl, mfu_halfwidth)
     bars.append(
         TornadoBar(
             name="mfu",
-            label="MFU (modelled throughput)",
+            label=m_label,
             unit="x model",
             base_value=1.0,
-            low_value=m.low,
-            high_value=m.high,
-            cost_at_low_usd=base / m.low,
-            cost_at_high_usd=base / m.high,
+            low_value=m_lo,
+            high_value=m_hi,
+            cost_at_low_usd=base / m_lo,
+            cost_at_high_usd=base / m_hi,
         )
     )
     bars.sort(key=lambda b: -b.swing_usd if math.isfinite(b.swing_usd) else 0.0)

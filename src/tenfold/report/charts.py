@@ -74,6 +74,27 @@ def layout(title: str, x_title: str, y_title: str, **extra) -> dict:
     return out
 
 
+def error_bars(
+    values: Sequence[float], ranges: Sequence[tuple[float, float] | None], scale: float = 1.0
+) -> dict | None:
+    """Plotly `error_y` with asymmetric arrays for bars of `values` (each range divided by `scale`), or None
+    unless every bar has a finite range."""
+    if not values or any(r is None for r in ranges):
+        return None
+    plus = [hi / scale - v for v, (_, hi) in zip(values, ranges, strict=True)]
+    minus = [v - lo / scale for v, (lo, _) in zip(values, ranges, strict=True)]
+    if not all(math.isfinite(x) and x >= 0 for x in (*plus, *minus)):
+        return None
+    return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "thickness": 1.5}
+
+
+def with_error_bars(trace: dict, bars: dict | None) -> dict:
+    """`trace` with `error_y` set (unchanged when `bars` is None)."""
+    if bars is None:
+        return trace
+    return trace | {"error_y": bars}
+
+
 def estimate_label(e: TrainingEstimate) -> str:
     return f"{e.hardware} {e.precision} · {e.layout.describe()}"
 
@@ -110,6 +131,12 @@ def training_breakdown_chart(
                 "hovertemplate": "%{x}<br>" + label + ": %{y:.3f} s<extra></extra>",
             }
         )
+    if data:  # the step time's 80 % range on top of each stack
+        steps = [e.step_time_s for _, e in ok]
+        ranges = [(s / e.interval_factor, s * e.interval_factor) for s, (_, e) in zip(steps, ok, strict=True)]
+        totals = [sum(tr["y"][i] for tr in data) for i in range(len(ok))]
+        bars = error_bars(totals, ranges)
+        data[-1] = with_error_bars(data[-1], bars)
     # the reading: compute share of the slowest plan, and its largest overhead
     _, worst = max(ok, key=lambda ie: ie[1].step_time_s)
     b = worst.breakdown

@@ -15,13 +15,16 @@ from tenfold.perf.serving.curve import inference_curve
 from tenfold.perf.serving.results import InferenceCurve
 from tenfold.perf.serving.search import search_inference
 from tenfold.report.charts import (
+    error_bars,
     inference_curve_chart,
     layout,
     training_breakdown_chart,
     training_memory_chart,
+    with_error_bars,
 )
-from tenfold.report.format import fmt_number, usd
+from tenfold.report.format import fmt_number, fmt_range, usd
 from tenfold.report.page import Chart, HtmlTable, render_html
+from tenfold.report.ranges import interval_note, speedup_chart
 
 RENT_COLOR, OWN_COLOR = "#e0894a", "#3b6fb6"
 # the serving outlook drawn for a training comparison: NVIDIA's 30x-claim interactivity (20 tok/s per user,
@@ -47,8 +50,9 @@ def uncalibrated_note(c: Comparison) -> str:
 
 def comparison_rows(c: Comparison) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
     """The side-by-side numbers of one comparison as (column headers, rows of formatted cells): one row per
-    GPU, the plan in the last column, or for a GPU without a plan dashes and the reason there. The HTML
-    report, the web API and `tenfold compare` all render these cells, so they always agree."""
+    GPU, the plan in the last column, or for a GPU without a plan dashes and the reason there. Days and the
+    ratios carry their 80 % range in brackets where the calibration measured one ("3.70x (3.10-4.30)").
+    The HTML report, the web API and `tenfold compare` all render these cells, so they always agree."""
     serving = c.kind == "serving"
     cols = ["GPU", "precision", "GPUs", "days", "tok/s/GPU" if serving else "MFU", "GPU-hours"]
     cols += ["rent $M", "own $M", "MWh", "tCO2", f"speedup vs {c.baseline}", "rent cost", "own cost"]
@@ -64,16 +68,16 @@ def comparison_rows(c: Comparison) -> tuple[tuple[str, ...], tuple[tuple[str, ..
             gpu,
             d["precision"],
             f"{d['num_gpus']:,}",
-            fmt_number(d["days"], ",.1f"),
+            fmt_range(d["days"], d.get("days_interval"), ",.1f"),
             fmt_number(d["tokens_per_s_per_gpu"], ",.0f") if serving else fmt_number(d["mfu"], ".1%"),
             fmt_number(d["gpu_hours"], ",.0f"),
             fmt_number(d["rent_usd"] / 1e6, ",.2f"),
             fmt_number(d["own_usd"] / 1e6, ",.2f"),
             fmt_number(d["facility_MWh"], ",.0f"),
             fmt_number(d["co2_t"], ",.0f"),
-            fmt_number(d["speedup"], ".2f", "x"),
-            fmt_number(d["rent_cost_ratio"], ".2f", "x"),
-            fmt_number(d["own_cost_ratio"], ".2f", "x"),
+            fmt_range(d["speedup"], d.get("speedup_interval"), ".2f", "x"),
+            fmt_range(d["rent_cost_ratio"], d.get("rent_cost_ratio_interval"), ".2f", "x"),
+            fmt_range(d["own_cost_ratio"], d.get("own_cost_ratio_interval"), ".2f", "x"),
         ]
         if serving:
             r.append(fmt_number(d["rent_usd_per_m_tokens"], ",.3f"))
@@ -88,7 +92,11 @@ def comparison_table(c: Comparison) -> HtmlTable:
         caption=c.title,
         columns=columns,
         rows=rows,
-        notes=(*c.notes, *filter(None, [uncalibrated_note(c)]), f"carbon at {c.grid_g_per_kWh:g} g CO2/kWh"),
+        notes=(
+            *c.notes,
+            *filter(None, [uncalibrated_note(c), interval_note(c)]),
+            f"carbon at {c.grid_g_per_kWh:g} g CO2/kWh",
+        ),
     )
 
 
@@ -101,29 +109,32 @@ def _feasible(c: Comparison) -> list[TrainingRow | ServingRow]:
     return [r for r in c.rows if r.feasible and r.money is not None]
 
 
+def _bars(rows: list, key: str, ys: list[float], scale: float = 1.0) -> dict | None:
+    """Error bars of the training rows' 80 % ranges of `key` (None for serving rows or without ranges)."""
+    ranges = [r.interval(key) if isinstance(r, TrainingRow) else None for r in rows]
+    return error_bars(ys, ranges, scale)
+
+
 def cost_chart(c: Comparison, key: str) -> Chart:
     """Grouped bars: rented and owned cost of the whole job per GPU type (millions of dollars)."""
     rows = _feasible(c)
     xs = [r.hardware for r in rows]
     scale, unit = _money_scale([v for r in rows for v in (r.money.rent_usd, r.money.own_usd)])
-    data = [
-        {
+    data = []
+    for name, attr, color, verb in (
+        (f"rent ({c.settings.rent_basis})", "rent_usd", RENT_COLOR, "rented"),
+        ("own", "own_usd", OWN_COLOR, "owned"),
+    ):
+        ys = [getattr(r.money, attr) / scale for r in rows]
+        trace = {
             "type": "bar",
-            "name": f"rent ({c.settings.rent_basis})",
+            "name": name,
             "x": xs,
-            "y": [r.money.rent_usd / scale for r in rows],
-            "marker": {"color": RENT_COLOR},
-            "hovertemplate": "%{x}: %{y:,.2f} " + unit + " rented<extra></extra>",
-        },
-        {
-            "type": "bar",
-            "name": "own",
-            "x": xs,
-            "y": [r.money.own_usd / scale for r in rows],
-            "marker": {"color": OWN_COLOR},
-            "hovertemplate": "%{x}: %{y:,.2f} " + unit + " owned<extra></extra>",
-        },
-    ]
+            "y": ys,
+            "marker": {"color": color},
+            "hovertemplate": "%{x}: %{y:,.2f} " + unit + f" {verb}<extra></extra>",
+        }
+        data.append(with_error_bars(trace, _bars(rows, attr, ys, scale)))
     priced = [r for r in rows if math.isfinite(r.money.own_usd)] or rows
     best = min(priced, key=lambda r: r.money.own_usd if math.isfinite(r.money.own_usd) else r.money.rent_usd)
     base = next((r for r in rows if r.hardware == c.baseline), None)
@@ -150,6 +161,9 @@ def days_chart(c: Comparison, key: str) -> Chart:
             f"{fast.hardware} finishes in {fast.days:,.1f} days on {fast.num_gpus:,} GPUs, "
             f"{slow.days / fast.days:.1f}x sooner than {slow.hardware} ({slow.days:,.1f} days)."
         )
+        rng = fast.interval("days")
+        if rng is not None:
+            reading += f" 80 % range for {fast.hardware}: {rng[0]:,.1f}-{rng[1]:,.1f} days (error bars)."
         title, y_title = "Days to train per GPU type (wall-clock days)", "days"
         hover = text
     else:
@@ -164,19 +178,18 @@ def days_chart(c: Comparison, key: str) -> Chart:
             f"{many.num_gpus / few.num_gpus:.1f}x fewer than {many.hardware} ({many.num_gpus:,})."
         )
         title, y_title = "GPUs needed for the serving load (count)", "GPUs"
-    data = [
-        {
-            "type": "bar",
-            "name": y_title,
-            "x": xs,
-            "y": ys,
-            "text": text,
-            "customdata": hover,
-            "textangle": 0,
-            "marker": {"color": "#5aa6a0"},
-            "hovertemplate": "%{x}: %{y:,.1f} " + y_title + "<br>%{customdata}<extra></extra>",
-        }
-    ]
+    trace = {
+        "type": "bar",
+        "name": y_title,
+        "x": xs,
+        "y": ys,
+        "text": text,
+        "customdata": hover,
+        "textangle": 0,
+        "marker": {"color": "#5aa6a0"},
+        "hovertemplate": "%{x}: %{y:,.1f} " + y_title + "<br>%{customdata}<extra></extra>",
+    }
+    data = [with_error_bars(trace, _bars(rows, "days", ys) if c.kind == "training" else None)]
     fig = {"data": data, "layout": layout(title, "GPU", y_title, showlegend=False)}
     return Chart(key=key, title=title, reading=reading, figure=fig)
 
@@ -321,6 +334,9 @@ def comparison_charts(c: Comparison, prefix: str = "c0", *, curves: bool = True)
     if not rows:
         return []
     out = [cost_chart(c, f"{prefix}_cost"), days_chart(c, f"{prefix}_days")]
+    speed = speedup_chart(c, f"{prefix}_speedup")
+    if speed is not None:
+        out.append(speed)
     if any(r.money.footprint is not None for r in rows):
         out.append(energy_chart(c, f"{prefix}_energy"))
     if c.kind == "training":

@@ -39,3 +39,13 @@ def usd(x: float) -> str:
         if abs(x) >= scale:
             return f"${x / scale:,.1f}{unit}"
     return f"${x:,.0f}"
+
+
+def fmt_range(x: Any, interval: Any, spec: str, suffix: str = "", *, level: str = "", sep: str = " ") -> str:
+    """`fmt_number(x, spec, suffix)` followed by `sep` and its range, "3.70x (3.10-4.30)", or with `level`
+    "1,234 (1,050-1,450, 80 %)"; the bare number when `interval` is None or not finite."""
+    cell = fmt_number(x, spec, suffix)
+    if cell == "-" or not interval or any(fmt_number(v, spec) == "-" for v in interval):
+        return cell
+    lo, hi = (format(v, spec) for v in interval)
+    return f"{cell}{sep}({lo}-{hi}{', ' + level if level else ''})"

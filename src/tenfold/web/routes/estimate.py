@@ -22,6 +22,7 @@ from tenfold.report.charts import (
     training_breakdown_chart,
     training_memory_chart,
 )
+from tenfold.report.ranges import training_intervals
 from tenfold.web.responses import bad_input, json_response
 from tenfold.web.schemas import InferEstimateRequest, TrainEstimateRequest
 
@@ -41,7 +42,8 @@ def infeasible(exc: Infeasible, req: TrainEstimateRequest | InferEstimateRequest
 
 @router.post("/api/estimate/train")
 def estimate_train(req: TrainEstimateRequest) -> JSONResponse:
-    """One training plan: step time with breakdown, tokens/s/GPU, MFU, memory per GPU."""
+    """One training plan: step time with breakdown, tokens/s/GPU, MFU, memory per GPU, and the 80 % ranges
+    of tokens/s/GPU and step time (`*_interval`, null when the calibration has no uncertainty)."""
     try:
         lay = Layout(
             tp=req.tp,
@@ -72,7 +74,11 @@ def estimate_train(req: TrainEstimateRequest) -> JSONResponse:
     if e.breakdown is not None:
         charts = [training_breakdown_chart([e]), training_memory_chart([e])]
     return json_response(
-        {"result": e.to_dict(), "assumptions": req.assumptions(), "charts": [c.to_dict() for c in charts]}
+        {
+            "result": e.to_dict() | training_intervals(e),
+            "assumptions": req.assumptions(),
+            "charts": [c.to_dict() for c in charts],
+        }
     )
 
 

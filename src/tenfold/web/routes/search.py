@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse
 
 from tenfold.perf.training.search import search_training
 from tenfold.report.charts import search_charts
+from tenfold.report.ranges import training_intervals
 from tenfold.web.bounds import plan_count, time_limit
 from tenfold.web.responses import bad_input, json_response
 from tenfold.web.schemas import SearchRequest
@@ -17,7 +18,8 @@ router = APIRouter()
 
 @router.post("/api/search/train")
 def search_train(req: SearchRequest, request: Request) -> JSONResponse:
-    """The fastest layouts for a model, a GPU count and a global batch."""
+    """The fastest layouts for a model, a GPU count and a global batch; each with the 80 % ranges of its
+    tokens/s/GPU and step time (`*_interval`, null without a measured uncertainty)."""
     state = web_state(request)
     most = state.limits.max_search_plans
     n = plan_count(req.model, req.num_gpus, req.seq_len, req.max_vp, req.software)
@@ -42,6 +44,8 @@ def search_train(req: SearchRequest, request: Request) -> JSONResponse:
             progress=time_limit(state.limits.time_limit_s),
         )
         charts = [c.to_dict() for c in search_charts(r)]
-        return json_response({"result": r.to_dict(), "assumptions": req.assumptions(), "charts": charts})
+        result = r.to_dict()
+        result["top"] = [d | training_intervals(e) for d, e in zip(result["top"], r.top, strict=True)]
+        return json_response({"result": result, "assumptions": req.assumptions(), "charts": charts})
 
     return run_heavy(state, work)
