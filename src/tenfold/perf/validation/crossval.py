@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -73,14 +75,17 @@ def cross_validate(
     restarts: int = 2,
     progress: Callable[[str], None] | None = None,
     tie: dict[str, float] | None = None,
+    workers: int = 1,
 ) -> dict[str, float]:
-    """id -> predicted value for every fitted row, each from a fit without its source group."""
+    """id -> predicted value for every fitted row, each from a fit without its source group. `workers` > 1
+    runs the folds in that many forked processes (where the platform forks; serially otherwise)."""
     fit_rows = [c for c in cases if not c.reason and c.split != "holdout"]
     groups: dict[str, list[TrainingCase]] = defaultdict(list)
     for c in fit_rows:
         groups[c.source].append(c)
-    out: dict[str, float] = {}
-    for source, members in sorted(groups.items()):
+    sources = sorted(groups)
+
+    def fold(source: str) -> dict[str, float]:
         if progress is not None:
             progress(source)
         cal = fit_calibration(
@@ -90,12 +95,31 @@ def cross_validate(
             penalty=penalty,
             iters=iters,
             restarts=restarts,
-            exclude=frozenset(c.id for c in members),
+            exclude=frozenset(c.id for c in groups[source]),
             tie=tie,
         )
-        for c in members:
-            out[c.id] = predict_case(c, cal).predicted
+        return {c.id: predict_case(c, cal).predicted for c in groups[source]}
+
+    out: dict[str, float] = {}
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        global _FOLD  # the forked children inherit it; only source names and floats cross processes
+        _FOLD = fold
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            for part in pool.imap_unordered(_run_fold, sources):
+                out |= part
+        _FOLD = None
+        return out
+    for source in sources:
+        out |= fold(source)
     return out
+
+
+_FOLD: Callable[[str], dict[str, float]] | None = None
+
+
+def _run_fold(source: str) -> dict[str, float]:
+    assert _FOLD is not None
+    return _FOLD(source)
 
 
 def _log_error(predicted: float, measured: float) -> float:
@@ -212,6 +236,7 @@ def fit_with_uncertainty(
     restarts: int = 2,
     progress: Callable[[str], None] | None = None,
     tie: bool = True,
+    workers: int = 1,
 ) -> tuple[Calibration, list[CVRow]]:
     """Fit on all fitted rows from the prior, cross-validate the same procedure by source, and attach the
     measured uncertainty: (calibration, cross-validated rows)."""
@@ -236,6 +261,7 @@ def fit_with_uncertainty(
         restarts=restarts,
         progress=progress,
         tie=measured or None,
+        workers=workers,
     )
     rows = cv_rows(cases, predicted)
     info = dict(full.fit) | {
@@ -256,6 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--penalty", type=float, default=DEFAULT_PENALTY)
     ap.add_argument("--untied", action="store_true", help="fit each GEMM efficiency freely")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="folds run in parallel")
     args = ap.parse_args(argv)
     t0 = time.time()
     cases = load_cases()
@@ -265,6 +292,7 @@ def main(argv: list[str] | None = None) -> None:
         penalty=args.penalty,
         iters=args.iters,
         tie=not args.untied,
+        workers=args.workers,
         progress=lambda s: print(f"[{time.time() - t0:6.0f} s] fitting without {s}", flush=True),
     )
     header = (

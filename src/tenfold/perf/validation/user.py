@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tenfold.perf.calibration import BOUNDS, Calibration, calibration_from_dict
+from tenfold.perf.uncertainty import uncertainty_from_dict
 
-TABLES = ("gemm_efficiency", "parameters", "fixed", "fit")
+TABLES = ("gemm_efficiency", "parameters", "fixed", "fit", "uncertainty")
 REQUIRED_TABLES = ("gemm_efficiency", "parameters")
 BITS = ("16", "8", "4")
 FIXED_RANGES = {
@@ -84,6 +85,11 @@ def check_calibration_dict(d: Any) -> Calibration:
     for k, v in fixed.items():
         _number(f"fixed.{k}", v, *FIXED_RANGES[k])
     _table(d, "fit")
+    if "uncertainty" in d:
+        u = _table(d, "uncertainty")
+        if "pooled" not in u:
+            raise ValueError("[uncertainty] needs `pooled` (the spread of all rows' log errors)")
+        uncertainty_from_dict(u)  # ValueError naming the bad spread or correlation
     return calibration_from_dict(d)
 
 
