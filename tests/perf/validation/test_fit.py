@@ -13,13 +13,10 @@ from tenfold.perf.validation import serving as validate_serving
 from tenfold.perf.validation.fit import fit_calibration
 from tenfold.perf.validation.training import load_cases, predict_case
 
-# Rows added for issue 15 after the shipped training calibration was fitted (see test_training.py): the
-# recorded objective and the held-out-half check are about the rows it was fitted on.
-ADDED_AFTER_FIT = ("mb25", "mb26", "zoo-", "tt24-", "tt25-", "trainy-")
-
 
 def _fitted_cases():
-    return [c for c in load_cases() if not c.reason and not c.id.startswith(ADDED_AFTER_FIT)]
+    """The rows the committed training calibration was fitted on (split = fit; hold-out rows never are)."""
+    return [c for c in load_cases() if not c.reason and c.split == "fit"]
 
 
 @pytest.mark.parametrize("kind", ["training", "inference"])
@@ -33,11 +30,6 @@ def test_committed_values_are_within_physical_bounds(kind):
         assert lo <= getattr(cal, name) <= hi, name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: unstated knobs are now scored at the midpoint of their range; the committed training "
-    "calibration records the objective of its fit under the old fastest-plan fill until it is refitted",
-)
 def test_committed_fit_objective_is_reproducible():
     cal = load_calibration()
     cases = _fitted_cases()
@@ -80,17 +72,22 @@ def test_fallback_for_uncalibrated_architectures():
         )
 
 
-@pytest.mark.slow
-def test_held_out_split_generalises():
-    """Fit on the even-numbered rows, score the odd-numbered ones (and vice versa): each held-out half
-    must stay within the issue's starting bound of 15 % (achieved 12.4 % and 8.9 %)."""
-    cases = _fitted_cases()
-    start = load_calibration()
-    for keep in (0, 1):
-        train = frozenset(c.id for i, c in enumerate(cases) if i % 2 != keep)
-        cal = fit_calibration(cases, start=start, iters=300, restarts=1, exclude=train)
-        held = [abs(predict_case(c, cal).error) for c in cases if c.id in train]
-        assert np.mean(held) <= 0.15
+def test_holdout_rows_never_enter_a_fit(monkeypatch):
+    """fit_calibration scores only split = fit rows: a hold-out row's prediction is never computed."""
+    from tenfold.perf.validation import training
+
+    cases = [c for c in load_cases() if not c.reason]
+    assert any(c.split == "holdout" for c in cases)
+    seen = set()
+    real = training.predict_case
+
+    def spy(case, cal):
+        seen.add(case.split)
+        return real(case, cal)
+
+    monkeypatch.setattr(training, "predict_case", spy)
+    fit_calibration(cases, iters=2, restarts=1)
+    assert seen == {"fit"}
 
 
 def test_committed_inference_fit_objective_is_reproducible():
