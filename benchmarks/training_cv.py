@@ -12,21 +12,22 @@ on the rows marked `holdout` (never fitted on by either):
 Also prints the 80 % interval coverage on the cross-validated rows (target 75-85 %). Takes tens of minutes
 on one core (two cross-validations of ~20 folds each). Needs the `measured` extra for "after".
 
-    python benchmarks/training_cv.py [--iters 200]
+    python benchmarks/training_cv.py [--iters 200] [--workers N]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from tenfold.perf.calibration import load_calibration
-from tenfold.perf.validation.crossval import fit_with_uncertainty
+from tenfold.perf.validation.crossval import DEFAULT_PENALTY, fit_with_uncertainty
 from tenfold.perf.validation.cvresults import summary
 from tenfold.perf.validation.training import load_cases, predict_case
 
 
-def run(label: str, *, tie: bool, penalty: float, iters: int) -> dict[str, float]:
+def run(label: str, *, tie: bool, penalty: float, iters: int, workers: int) -> dict[str, float]:
     t0 = time.time()
     cases = load_cases()
     cal, rows = fit_with_uncertainty(
@@ -35,6 +36,7 @@ def run(label: str, *, tie: bool, penalty: float, iters: int) -> dict[str, float
         penalty=penalty,
         iters=iters,
         tie=tie,
+        workers=workers,
         progress=lambda s: print(f"  [{label} {time.time() - t0:5.0f} s] without {s}", flush=True),
     )
     scored = {c.id: predict_case(c, cal) for c in cases if not c.reason}
@@ -59,9 +61,10 @@ def run(label: str, *, tie: bool, penalty: float, iters: int) -> dict[str, float
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
-    before = run("before", tie=False, penalty=0.0, iters=args.iters)
-    after = run("after", tie=True, penalty=0.01, iters=args.iters)
+    before = run("before", tie=False, penalty=0.0, iters=args.iters, workers=args.workers)
+    after = run("after", tie=True, penalty=DEFAULT_PENALTY, iters=args.iters, workers=args.workers)
     print(f"\n{'':34s} {'before':>10s} {'after':>10s}")
     for key in before:
         b, a = before[key], after[key]
