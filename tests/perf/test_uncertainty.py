@@ -6,7 +6,14 @@ import pytest
 
 from tenfold.perf.calibration import calibration_from_dict, calibration_to_toml, load_calibration
 from tenfold.perf.specs.catalog import read_toml
-from tenfold.perf.uncertainty import Z80, Uncertainty, group_key, pooled_spreads, uncertainty_from_dict
+from tenfold.perf.uncertainty import (
+    Z80,
+    Uncertainty,
+    group_key,
+    pooled_spreads,
+    spread,
+    uncertainty_from_dict,
+)
 
 
 def test_interval_is_symmetric_in_log_space_and_covers_80_percent_of_a_lognormal():
@@ -35,9 +42,11 @@ def test_ratio_interval_narrows_with_correlated_errors():
 
 
 def test_partial_pooling_pulls_small_groups_toward_the_pooled_spread():
-    errors = {"a": [0.01, -0.01], "b": [0.2, -0.2, 0.2, -0.2, 0.2, -0.2, 0.2, -0.2]}
+    errors = {"a": [0.01, -0.01], "b": [0.05, -0.1, 0.3, -0.4, 0.35, -0.3, 0.45, 0.2]}
     sig, pooled = pooled_spreads(errors)
-    assert 0.01 < sig["a"] < pooled < sig["b"] < 0.2
+    assert spread(errors["a"]) < sig["a"] < pooled < sig["b"] < spread(errors["b"])
+    # the spread is the 80th percentile of |r| over z: 80 % of normal errors fall inside +-z sigma
+    assert spread([0.1 * i for i in range(11)]) == pytest.approx(0.8 / Z80)
 
 
 def test_bad_uncertainty_values_are_refused():

@@ -95,9 +95,8 @@ def check_rows(report: ValidationReport, path: Path, kind: str) -> None:
 
 
 IN_SAMPLE = (
-    "MAPE and error are in-sample (the calibration's free parameters were fitted on the rows marked fit; "
-    "rows marked holdout were never fitted); CV columns are leave-one-source-out cross-validation "
-    "(docs/perf.md)"
+    "in-sample for the rows marked fit (the calibration's free parameters were fitted on them); rows marked "
+    "holdout were never fitted on; the CV columns are leave-one-source-out cross-validation (docs/perf.md)"
 )
 NOT_FITTED = "rows from your file: not used in the fit, unless they repeat shipped rows"
 
