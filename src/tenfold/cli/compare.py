@@ -257,14 +257,7 @@ def compare(
     """
     console = Console()
     check_inputs(report, num_gpus, deadline_days, seq_len, global_batch, serve=serve, tokens=tokens)
-    if export and export not in FRAMEWORKS:
-        raise fail(f"--export: unknown framework {export!r}; choose one of {', '.join(FRAMEWORKS)}")
-    if export and serve:
-        raise fail("--export prints training plans; it does not apply with --serve")
-    if headroom is not None and (serve or not model):
-        raise fail("--headroom applies to a training comparison of one --model")
-    if calibration and serve:
-        raise fail("--calibration is a training calibration; it does not apply with --serve")
+    check_training_only(export=export, serve=serve, headroom=headroom, model=model, calibration=calibration)
     cal = user_calibration(calibration)
     try:
         settings = CostSettings(
@@ -330,3 +323,17 @@ def compare(
             console.print(f"report written to {report}")
     if not result.feasible:
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def check_training_only(
+    *, export: str, serve: bool, headroom: float | None, model: str, calibration: str
+) -> None:
+    """Exit 2 for options that only a training comparison takes, given with --serve (or without a model)."""
+    if export and export not in FRAMEWORKS:
+        raise fail(f"--export: unknown framework {export!r}; choose one of {', '.join(FRAMEWORKS)}")
+    if export and serve:
+        raise fail("--export prints training plans; it does not apply with --serve")
+    if headroom is not None and (serve or not model):
+        raise fail("--headroom applies to a training comparison of one --model")
+    if calibration and serve:
+        raise fail("--calibration is a training calibration; it does not apply with --serve")
