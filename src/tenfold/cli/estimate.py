@@ -107,6 +107,8 @@ def train(
             console.print(f"[yellow]note:[/yellow] {note}")
         if has_interval(est):
             console.print(escape(RANGE_NOTE), style="dim")
+        if est.gemm_source:
+            console.print(f"GEMM efficiency: {escape(est.gemm_source)}", style="dim")
         if cal:
             console.print(f"calibration: {escape(calibration_label(calibration, cal))}")
     if not est.feasible:

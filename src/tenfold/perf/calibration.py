@@ -131,6 +131,17 @@ class Calibration:
         same_width = [v for k, v in self.gemm_efficiency.items() if k.endswith(f"/{bits_class}")]
         return min([self.fallback_gemm_efficiency, *same_width])
 
+    def gemm_source(self, arch: str, bits_class: str) -> str:
+        """Where `gemm(arch, bits_class)` comes from: a measured kernel table scaled by the fit, a value
+        fitted on published runs, or the conservative fallback."""
+        key = self._key(arch, bits_class)
+        if key is None:
+            return "fallback: no published run or kernel table for this GPU and width"
+        if key in self.fit.get("gemm_tied", ()):
+            tables = str(self.fit.get("gemm_reference", "aiconfigurator-core")).split(":")[0]
+            return f"measured kernel table ({tables}, {key}) x fitted {self.fit.get('gemm_tied_scale', '?')}"
+        return f"fitted on published runs ({key})"
+
     def is_calibrated(self, arch: str, bits_class: str) -> bool:
         return self._key(arch, bits_class) is not None
 

@@ -142,3 +142,17 @@ def test_every_estimate_carries_its_measured_80_percent_interval():
         calibration=replace(cal, uncertainty=None),
     )
     assert all(math.isnan(x) for x in bare.interval)
+
+
+def test_estimate_says_where_its_gemm_efficiency_comes_from():
+    from tenfold.perf import load_calibration
+
+    cal = load_calibration()
+    measured = estimate_training(
+        "llama3-70b", "gb200", Layout(tp=2, pp=4, dp=8), seq_len=8192, global_batch=128, precision="nvfp4"
+    )
+    assert measured.gemm_source.startswith("measured kernel table") == (
+        "blackwell/4" in cal.fit.get("gemm_tied", ())
+    )
+    amd = estimate_training("llama3-70b", "mi300x", Layout(tp=8, dp=8), seq_len=8192, global_batch=128)
+    assert amd.gemm_source.startswith("fallback")

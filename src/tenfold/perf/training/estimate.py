@@ -70,6 +70,9 @@ class TrainingEstimate:
     interval: the 80 % range of tokens_per_s_per_gpu, from the calibration's cross-validated error for
     this GPU generation and dense/MoE model (`uncertainty_group`); interval_factor f gives the same range for
     any throughput or time v as [v / f, v x f]. NaN when the calibration carries no uncertainty.
+    gemm_source: where the GEMM efficiency came from (a measured kernel table scaled by the fit, a fitted
+    value, or the fallback); communication, memory-bound kernels and overheads are analytic with fitted
+    efficiencies.
     """
 
     model: str
@@ -96,6 +99,7 @@ class TrainingEstimate:
     interval: tuple[float, float] = (math.nan, math.nan)
     interval_factor: float = math.nan
     uncertainty_group: str = ""
+    gemm_source: str = ""
 
     def raise_if_infeasible(self) -> TrainingEstimate:
         """This estimate, or `Infeasible` with the reason when the plan cannot run."""
@@ -165,6 +169,7 @@ def estimate_training(
     group = group_key(hw.arch, model.is_moe)
     base = dict(
         uncertainty_group=group,
+        gemm_source=cal.gemm_source(hw.arch, prec.bits_class),
         model=model.name,
         hardware=hw.name,
         layout=layout,
