@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tenfold.perf.training.search import search_training, search_training_reference
+from tenfold.perf.training.search import NEAR_TIE, search_training, search_training_reference
 
 
 @pytest.mark.parametrize(
@@ -53,7 +53,10 @@ def test_search_invariants(n, gbs, model):
     assert r.evaluated == r.fits + sum(r.rejected.values())
     assert r.valid == r.fits + r.rejected.get("memory", 0)
     steps = [e.step_time_s for e in r.top]
-    assert steps == sorted(steps)
+    # near-ties with the fastest come first (simplest layout first), then the rest by speed
+    tied = [t <= min(steps) * (1 + NEAR_TIE) for t in steps]
+    assert tied == sorted(tied, reverse=True)
+    assert steps[sum(tied) :] == sorted(steps[sum(tied) :])
     for e in r.top:
         lay = e.layout
         assert lay.tp * lay.pp * lay.dp * lay.cp == n
@@ -65,3 +68,23 @@ def test_search_reports_infeasible_and_bad_input():
     assert r.top == () and r.rejected["memory"] > 0
     with pytest.raises(ValueError, match="fp4"):
         search_training("llama3-8b", "h100-sxm", 8, seq_len=8192, global_batch=16, precision="nvfp4")
+
+
+def test_near_ties_go_to_the_simpler_layout():
+    """Plans within 1 % of the fastest are ranked least context parallelism first, then fewest virtual
+    and pipeline stages; slower plans stay in speed order."""
+    import numpy as np
+
+    from tenfold.perf import Layout
+    from tenfold.perf.training.grid import PlanGrid
+    from tenfold.perf.training.search import NEAR_TIE, rank_plans
+
+    lays = [
+        Layout(tp=1, pp=8, vp=5, dp=16, cp=8),
+        Layout(tp=4, pp=8, vp=5, dp=16, cp=2),
+        Layout(tp=8, pp=8, vp=1, dp=16, cp=1),
+        Layout(tp=8, pp=16, vp=1, dp=8, cp=1),
+    ]
+    grid = PlanGrid.from_layouts(lays, default_zero=1)
+    step = np.array([10.0, 10.0 * (1 + NEAR_TIE / 2), 10.0 * (1 + 2 * NEAR_TIE), 10.05])
+    assert list(rank_plans(step, grid)) == [3, 1, 0, 2]
