@@ -73,7 +73,7 @@ def test_default_form_draws_the_comparison(server, tmp_path):
         # every chart is drawn with its title and reading; the cost chart has one bar per GPU and kind
         titles = page.locator(".chart-section h2").all_inner_texts()
         assert titles[0].startswith("Job cost per GPU type") and len(titles) == 8
-            assert any(t.startswith("Speedup over") for t in titles)  # with its 80 % error bars
+        assert any(t.startswith("Speedup over") for t in titles)  # with its 80 % error bars
         readings = page.locator(".chart-section .reading").all_inner_texts()
         assert readings[0].startswith("Cheapest to own:") and all(r.endswith(".") for r in readings)
         bars = page.locator("#chart-c0_cost .point").count()
