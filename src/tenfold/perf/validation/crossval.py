@@ -63,10 +63,12 @@ def physical_prior(template: Calibration, gemm: dict[str, float] | None = None) 
     measured kernel tables) or the fallback efficiency, the rest from PHYSICAL_DEFAULTS."""
     gemm = gemm or {}
     values = {k: gemm.get(k, template.fallback_gemm_efficiency) for k in template.gemm_efficiency}
+    fixed = {k: v for k, v in template.fit.items() if k == "fixed_parameters"}
     return replace(
         template,
         gemm_efficiency=MappingProxyType(values),
         uncertainty=None,
+        fit=MappingProxyType(fixed),
         **{k: v for k, v in PHYSICAL_DEFAULTS.items() if hasattr(template, k)},
     )
 
