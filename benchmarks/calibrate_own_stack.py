@@ -1,9 +1,11 @@
 """Does calibrating on a handful of one's own runs improve prediction of the same stack's other runs?
 
-Setup (issue 15, part 3): a stack is the rows of one `source` of the shipped validation data. Two by
-default: the Megatron-Bridge 26.04.01 rows (NVIDIA's published performance tables: H100, B200, GB200,
-GB300; BF16 to NVFP4; dense and MoE models) and Narayanan et al. 2021's Table 1 (Megatron-LM on A100,
-dense GPTs; https://arxiv.org/abs/2104.04473). To play a user who has never been in the shipped fit:
+Setup (issue 15, part 3): a stack is the rows of one `source` of the shipped validation data. Four by
+default: torchtitan's 2024 benchmarks (FSDP2 + TP on Grand Teton H100s), the Megatron-MoE model zoo
+(Qwen3-235B on H100, GB200, GB300), the Megatron-Bridge 26.04.01 rows (NVIDIA's published performance
+tables: H100, B200, GB200, GB300; BF16 to NVFP4; dense and MoE models) and Narayanan et al. 2021's Table 1
+(Megatron-LM on A100, dense GPTs; https://arxiv.org/abs/2104.04473). To play a user who has never been in
+the shipped fit:
 
 1. the start calibration is the shipped one refitted WITHOUT any of that stack's rows
    (`fit_calibration(exclude=...)`), so the stack is new to the model;
@@ -29,7 +31,7 @@ from tenfold.perf.validation.calibrate import calibrate_on_runs
 from tenfold.perf.validation.fit import fit_calibration
 from tenfold.perf.validation.training import default_runs_path, load_cases, predict_case
 
-DEFAULT_SOURCES = ("mbridge-26.04.01", "narayanan2021")
+DEFAULT_SOURCES = ("torchtitan-2024", "megatron-moe-zoo", "mbridge-26.04.01", "narayanan2021")
 
 
 def mape(cases, cal) -> float:

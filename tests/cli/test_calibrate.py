@@ -218,3 +218,23 @@ def test_rows_that_disagree_keep_the_start_calibration(tmp_path):
     assert not [p for p in report["parameters"] if p["status"] == "fitted"]
     assert any("keeps the start values" in w for w in report["warnings"])
     assert load_calibration(out) == load_calibration()
+
+
+def test_shared_gemm_scale_moves_every_gemm_efficiency_by_one_factor():
+    """The one-parameter candidate keeps the published ratios between GPUs and formats."""
+    from dataclasses import replace as _replace
+
+    from tenfold.perf.calibration import load_calibration
+    from tenfold.perf.validation.calibrate import SHARED_SCALE, fit_top
+    from tenfold.perf.validation.training import load_cases
+
+    start = load_calibration()
+    rows = [c for c in load_cases() if c.source == "torchtitan-2024" and c.split == "fit"]
+    slower = [_replace(c, measured=c.measured * 0.7) for c in rows]  # the user's stack runs 30 % slower
+    cal, names = fit_top(slower, start, SHARED_SCALE, iters=40, restarts=1)
+    ratios = {k: cal.gemm_efficiency[k] / v for k, v in start.gemm_efficiency.items()}
+    assert names == [f"gemm:{k}" for k in sorted(start.gemm_efficiency)]
+    free = [r for k, r in ratios.items() if cal.gemm_efficiency[k] > cal.GEMM_BOUNDS[0] + 1e-9]  # not clipped
+    assert len(free) >= 6 and max(free) - min(free) < 1e-9
+    assert ratios["hopper/16"] < 0.95  # slower runs: lower efficiencies
+    assert cal.attention_efficiency == start.attention_efficiency  # nothing else moves

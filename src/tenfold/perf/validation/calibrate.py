@@ -181,21 +181,41 @@ def max_parameters(rows: int, identified: int) -> int:
     return identified if rows >= identified else min(identified, max(1, rows // 2))
 
 
-def candidate_counts(most: int) -> list[int]:
-    """Parameter counts the cross-check tries: 0 (the start calibration), powers of two, and `most`."""
-    return sorted({0, most} | {2**i for i in range(8) if 2**i < most})
+SHARED_SCALE = 0.5
+"""The one-parameter candidate that moves every GEMM efficiency by one shared factor (how much faster or
+slower your stack's kernels run than the published average), keeping the published ratios between GPUs and
+formats; ranked between keeping the start values (0) and one free parameter (1)."""
+
+
+def candidate_counts(most: int) -> list[float]:
+    """Parameter counts the cross-check tries: 0 (the start calibration), the shared GEMM scale, powers of
+    two, and `most`."""
+    return sorted({0, SHARED_SCALE, most} | {2**i for i in range(8) if 2**i < most})
 
 
 def fit_top(
     cases: list[TrainingCase],
     start: Calibration,
-    count: int,
+    count: float,
     *,
     iters: int,
     restarts: int,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Calibration, list[str]]:
-    """`start` with its `count` most sensitive parameters (on `cases`) fitted to `cases`, and their names."""
+    """`start` with its `count` most sensitive parameters (on `cases`) fitted to `cases`, and their names
+    (count = SHARED_SCALE: one factor on every GEMM efficiency)."""
+    if count == SHARED_SCALE:
+        held = replace(start, fit=MappingProxyType({"fixed_parameters": start.free_names()}))
+        cal = fit_calibration(
+            cases,
+            start=held,
+            iters=iters,
+            restarts=restarts,
+            progress=progress,
+            error_cap=USER_ERROR_CAP,
+            tie=dict(start.gemm_efficiency),
+        )
+        return cal, [f"gemm:{k}" for k in sorted(start.gemm_efficiency)]
     ranked, _ = rank_parameters(sensitivities(cases, start))
     names = ranked[: min(count, max_parameters(len(cases), len(ranked)))]
     fixed = [n for n in start.free_names() if n not in names]
@@ -214,8 +234,13 @@ def fit_top(
 
 
 def held_out_errors(
-    cases: list[TrainingCase], start: Calibration, counts: list[int], *, iters: int, tick: Callable[[], None]
-) -> dict[int, float]:
+    cases: list[TrainingCase],
+    start: Calibration,
+    counts: list[float],
+    *,
+    iters: int,
+    tick: Callable[[], None],
+) -> dict[float, float]:
     """Parameter count -> MAPE of each row predicted by a fit without it (module docstring, step 3): leave
     one out up to `FOLDS` rows, else `FOLDS` interleaved folds."""
     folds = min(len(cases), FOLDS)
@@ -327,11 +352,13 @@ def selection_warnings(
             f"(the most sensitive) may be fitted"
         )
     if held_out:
-        scores = ", ".join(f"{k}: {v:.1%}" for k, v in held_out.items())
+        scores = ", ".join(
+            f"{'shared GEMM scale' if k == SHARED_SCALE else k}: {v:.1%}" for k, v in held_out.items()
+        )
         out.append(
             f"held-out check (each row predicted by a fit without it or its fold), MAPE by number of fitted "
             f"parameters: "
-            f"{scores}; fitted {len(fitted)}"
+            f"{scores}; fitted {'one shared GEMM scale' if fitted and len(fitted) > most else len(fitted)}"
         )
         if not fitted:
             out.append(
