@@ -12,6 +12,7 @@ table, and every other parameter, keep the committed calibration's values.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -42,6 +43,19 @@ def measured_gemm_prior(arch: str, bits_class: str) -> float | None:
     return layer_gemm_efficiency(gpu, precision, model, tp=REFERENCE_TP, tokens=REFERENCE_TOKENS)
 
 
+def measured_gemm_efficiencies(keys: Iterable[str]) -> dict[str, float]:
+    """ "<arch>/<bits>" key -> `measured_gemm_prior`, for the keys that have a table (empty without the
+    tables installed)."""
+    if data_root() is None:
+        return {}
+    out = {}
+    for key in sorted(keys):
+        value = measured_gemm_prior(*key.split("/"))
+        if value is not None:
+            out[key] = value
+    return out
+
+
 def prior_calibration(base: Calibration | None = None) -> Calibration | None:
     """`base` (default: the committed calibration) with each GEMM efficiency replaced by its measured
     prior where a table exists; None when the measured tables are not installed."""
@@ -49,13 +63,8 @@ def prior_calibration(base: Calibration | None = None) -> Calibration | None:
         return None
     base = base if base is not None else load_calibration()
     lo, hi = base.GEMM_BOUNDS
-    gemm, measured = dict(base.gemm_efficiency), []
-    for key in sorted(gemm):
-        arch, bits = key.split("/")
-        value = measured_gemm_prior(arch, bits)
-        if value is not None:
-            gemm[key] = min(max(value, lo), hi)
-            measured.append(key)
+    measured = measured_gemm_efficiencies(base.gemm_efficiency)
+    gemm = dict(base.gemm_efficiency) | {k: min(max(v, lo), hi) for k, v in measured.items()}
     fit = {k: v for k, v in base.fit.items() if k == "fixed_parameters"}
     fit["prior"] = "aiconfigurator-core measured GEMM tables: " + ", ".join(measured)
     return replace(base, gemm_efficiency=MappingProxyType(gemm), fit=MappingProxyType(fit))

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from tenfold.perf.calibration import Calibration, calibration_to_toml, load_calibration
-from tenfold.perf.measured.prior import measured_gemm_prior
+from tenfold.perf.measured.prior import measured_gemm_efficiencies
 from tenfold.perf.measured.tables import available
 from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.uncertainty import Uncertainty, group_key, pooled_spreads
@@ -137,15 +137,17 @@ def cv_rows(cases: Sequence[TrainingCase], predicted: dict[str, float]) -> list[
     """Score cross-validated predictions; each interval uses the spreads of the other sources' rows."""
     by_id = {c.id: c for c in cases}
     logs = {i: _log_error(p, by_id[i].measured) for i, p in predicted.items()}
+    without: dict[str, Uncertainty] = {}  # source -> spreads of every other source's rows
+    for source in {by_id[i].source for i in predicted}:
+        others: dict[str, list[float]] = defaultdict(list)
+        for j, r in logs.items():
+            if by_id[j].source != source:
+                others[case_group(by_id[j])].append(r)
+        without[source] = uncertainty_from_errors(others)
     out = []
     for i, p in predicted.items():
         c = by_id[i]
-        others: dict[str, list[float]] = defaultdict(list)
-        for j, r in logs.items():
-            if by_id[j].source != c.source:
-                others[case_group(by_id[j])].append(r)
-        u = uncertainty_from_errors(others)
-        lo, hi = u.interval(p, case_group(c))
+        lo, hi = without[c.source].interval(p, case_group(c))
         out.append(
             CVRow(
                 id=i,
@@ -226,12 +228,8 @@ def measured_gemm(template: Calibration) -> tuple[dict[str, float], str]:
     `tenfold.perf.measured`) for the keys of `template` that have a table; and where they came from."""
     if not available():
         return {}, "none (aiconfigurator-core not installed)"
-    out = {}
-    for key in template.gemm_efficiency:
-        value = measured_gemm_prior(*key.split("/"))
-        if value is not None:
-            out[key] = value
-    return out, "aiconfigurator-core GEMM tables: " + ", ".join(sorted(out))
+    out = measured_gemm_efficiencies(template.gemm_efficiency)
+    return out, "aiconfigurator-core GEMM tables: " + ", ".join(out)
 
 
 def fit_with_uncertainty(
