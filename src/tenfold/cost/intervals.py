@@ -37,7 +37,7 @@ def estimate_intervals(est: TrainingEstimate, values: dict[str, float]) -> dict[
         out["tokens_per_s_per_gpu"] = (float(est.interval[0]), float(est.interval[1]))
     for key, v in values.items():
         if math.isfinite(v):
-            out[key] = (v / f, v * f)
+            out[key] = est.scaled_interval(v)
     return out
 
 

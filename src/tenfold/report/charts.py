@@ -133,7 +133,7 @@ def training_breakdown_chart(
         )
     if data:  # the step time's 80 % range on top of each stack
         steps = [e.step_time_s for _, e in ok]
-        ranges = [(s / e.interval_factor, s * e.interval_factor) for s, (_, e) in zip(steps, ok, strict=True)]
+        ranges = [e.scaled_interval(s) for s, (_, e) in zip(steps, ok, strict=True)]
         totals = [sum(tr["y"][i] for tr in data) for i in range(len(ok))]
         bars = error_bars(totals, ranges)
         data[-1] = with_error_bars(data[-1], bars)

@@ -33,10 +33,9 @@ def training_intervals(e: TrainingEstimate) -> dict:
     step_time_s_interval as [low, high] (null when the calibration has no uncertainty), and the level."""
     if not has_interval(e):
         return {"tokens_per_s_per_gpu_interval": None, "step_time_s_interval": None, "interval_level": None}
-    f = e.interval_factor
     return {
         "tokens_per_s_per_gpu_interval": list(e.interval),
-        "step_time_s_interval": [e.step_time_s / f, e.step_time_s * f],
+        "step_time_s_interval": list(e.scaled_interval(e.step_time_s)),
         "interval_level": LEVEL,
     }
 

@@ -101,6 +101,12 @@ class TrainingEstimate:
     uncertainty_group: str = ""
     gemm_source: str = ""
 
+    def scaled_interval(self, value: float) -> tuple[float, float]:
+        """80 % range of a quantity that scales with this estimate's throughput or time: [v / f, v x f]
+        (NaN, NaN without a measured uncertainty)."""
+        f = self.interval_factor
+        return value / f, value * f
+
     def raise_if_infeasible(self) -> TrainingEstimate:
         """This estimate, or `Infeasible` with the reason when the plan cannot run."""
         if not self.feasible:
@@ -214,11 +220,8 @@ def estimate_training(
     est = _result(model, hw, prec, v, base)
     if cal.uncertainty is None:
         return est
-    return replace(
-        est,
-        interval=cal.uncertainty.interval(est.tokens_per_s_per_gpu, group),
-        interval_factor=cal.uncertainty.factor(group),
-    )
+    est = replace(est, interval_factor=cal.uncertainty.factor(group))
+    return replace(est, interval=est.scaled_interval(est.tokens_per_s_per_gpu))
 
 
 def headroom_extra_bytes(headroom_GiB: float | None) -> float:
