@@ -5,7 +5,9 @@ validation rows with a Nelder-Mead search on transformed parameters (logit for f
 overhead); `leave_one_out()` refits without each row in turn and predicts it. The parameters and their
 physical bounds are documented in `tenfold.perf.calibration`.
 
-Run `python -m tenfold.perf.validation.fit --write` to refit and rewrite `data/calibration/training.toml`.
+Run `python -m tenfold.perf.validation.fit --kind inference --write` to refit the serving calibration. The
+shipped training calibration is refitted by `python -m tenfold.perf.validation.crossval --write`, which also
+cross-validates the fit by source and stores the uncertainty and the CV table the tests check against.
 """
 
 from __future__ import annotations
