@@ -60,6 +60,8 @@ EXTENSION_COLUMNS = (
     "draft_tokens",
     "accepted_tokens",
     "assumptions",
+    "source",
+    "split",
 )
 CHECKPOINT_KV_FP8 = ("fp8", "nvfp4", "mxfp8")
 
