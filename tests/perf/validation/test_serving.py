@@ -19,8 +19,11 @@ from tenfold.perf.validation.serving import (
 )
 from tenfold.perf.validation.training import ValidationReport
 
-MAPE_OVERALL = 0.10  # achieved 9.2 % over 21 rows (in-sample; leave-one-out in docs/inference.md)
-MAPE_HIGH = 0.05  # achieved 3.4 % over 8 rows
+MAPE_OVERALL = 0.10  # achieved 9.2 % over the 21 curated rows (in-sample; leave-one-out in docs/inference.md)
+MAPE_HIGH = 0.05  # achieved 3.4 % over the 8 curated high-reliability rows
+MAPE_FIT = 0.13  # achieved 11.9 % over all 64 fit rows (curated + issue-16 rows, calibration not refitted)
+MAPE_HOLDOUT = 0.20  # achieved 17.1 % over the 28 hold-out rows (never fitted on)
+CURATED_ROWS = 32  # the curated research rows come first; rows added from issue 16 on follow them
 # the research copy beside the repository (../shared), where one exists; the test skips without it
 RESEARCH_COPY = (
     Path(__file__).resolve().parents[3].parent / "shared" / "research" / "validation" / "inference_runs.csv"
@@ -34,10 +37,22 @@ def report():
 
 def test_validation_mape(report):
     assert isinstance(report, ValidationReport)
-    assert len(report.rows) + len(report.unpredictable) == 32
-    assert len(report.rows) == 21
-    assert report.mape <= MAPE_OVERALL
-    assert report.mape_by_reliability["high"] <= MAPE_HIGH
+    with open(default_runs_path(), newline="") as fh:
+        ids = [row["id"] for row in csv.DictReader(fh)]
+    assert len(report.rows) + len(report.unpredictable) == len(ids)
+    curated = set(ids[:CURATED_ROWS])
+    # no row added since the curated set is refused
+    assert {i for i, _ in report.unpredictable} <= curated
+    old = [r for r in report.rows if r.id in curated]
+    assert len(old) == 21
+
+    def mape(rows):
+        return sum(abs(r.error) for r in rows) / len(rows)
+
+    assert mape(old) <= MAPE_OVERALL
+    assert mape([r for r in old if r.reliability == "high"]) <= MAPE_HIGH
+    assert mape([r for r in report.rows if r.split == "fit"]) <= MAPE_FIT
+    assert mape([r for r in report.rows if r.split == "holdout"]) <= MAPE_HOLDOUT
 
 
 def test_every_row_is_predicted_or_listed_with_a_reason(report):
