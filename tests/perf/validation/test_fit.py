@@ -93,7 +93,9 @@ def test_holdout_rows_never_enter_a_fit(monkeypatch):
 def test_committed_inference_fit_objective_is_reproducible():
     cal = load_calibration(kind="inference")
     assert isinstance(cal, InferenceCalibration)
-    cases = [c for c in validate_serving.load_cases() if not c.reason]
+    # the rows it was fitted on: rows are only appended, so they are the first `rows` predictable fit rows
+    fitted = [c for c in validate_serving.load_cases() if not c.reason and c.split == "fit"]
+    cases = fitted[: cal.fit["rows"]]
     w = np.array([{"high": 1.0, "medium": 0.5}.get(c.reliability, 0.25) for c in cases])
     e = np.minimum([abs(validate_serving.predict_case(c, cal).error) for c in cases], 0.5)
     assert float(np.sum(w * e) / np.sum(w)) == pytest.approx(cal.fit["objective_value"], abs=2e-5)
