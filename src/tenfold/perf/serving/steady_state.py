@@ -81,7 +81,7 @@ def setup_serving(query: ServingQuery, calibration: Calibration | None = None) -
             problems.append(why)
     if query.draft_tokens and not model.mtp_layers:
         problems.append(f"{model.name} has no MTP module to draft {query.draft_tokens} tokens with")
-    notes = []
+    notes = list(query.notes)
     widths = sorted({p.bits_class for p in (act, attn, get_precision("bf16"))})
     missing = [w for w in widths if not cal.is_calibrated(hw.arch, w)]
     calibrated = not missing
