@@ -153,7 +153,7 @@ def test_estimate_infer_exit_codes():
         [*INFER[:3], "llama3.1-405b", "-g", "h100-sxm", *INFER[6:10], "--precision", "fp8", "--json"],
     )
     assert big.exit_code == 1
-    assert "exceed the 80 GiB" in json.loads(big.output)["reason"]
+    assert "short by" in json.loads(big.output)["reason"]
     fp4_hopper = runner.invoke(app, [*INFER[:5], "h100-sxm", *INFER[6:], "--json"])
     assert fp4_hopper.exit_code == 1 and "fp4 tensor cores" in json.loads(fp4_hopper.output)["reason"]
     assert runner.invoke(app, [*INFER, "--tp", "0"]).exit_code == 2

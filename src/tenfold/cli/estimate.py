@@ -130,7 +130,11 @@ def infer(
     precision: str = typer.Option("bf16", help="weights: bf16 | fp16 | fp8 | mxfp8 | nvfp4 | mxfp4"),
     activations: str = typer.Option("", help="GEMM input format (default: as the weights; mxfp4 -> mxfp8)"),
     attention_precision: str = typer.Option("", "--attention-precision", help="attention projections"),
-    kv_precision: str = typer.Option("bf16", "--kv-precision", help="KV cache: bf16 | fp16 | fp8 | nvfp4"),
+    kv_precision: str = typer.Option(
+        "auto",
+        "--kv-precision",
+        help="KV cache: auto (the checkpoint's KV scheme, else bf16) | bf16 | fp16 | fp8 | nvfp4",
+    ),
     engine: str = typer.Option("trtllm", help="serving engine preset: trtllm | trtllm-bench | vllm | sglang"),
     draft_tokens: int = typer.Option(0, "--draft-tokens", help="MTP speculative tokens per step"),
     accepted_tokens: float = typer.Option(1.0, "--accepted-tokens", help="mean tokens accepted per step"),

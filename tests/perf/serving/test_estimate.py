@@ -52,11 +52,16 @@ def test_kv_basis_and_reservation_policies():
 
 def test_infeasible_memory_prints_the_numbers():
     e = estimate_inference("llama3.1-405b", "h100-sxm", input_len=1024, output_len=1024, precision="fp8")
-    assert not e.feasible and "GiB" in e.reason and "exceed the 80 GiB" in e.reason
+    assert (
+        not e.feasible
+        and "short by" in e.reason
+        and "of 80:" in e.reason
+        and "TP8 on 8 x h100-sxm" in e.reason
+    )
     tight = estimate_inference(
         "llama3-70b", "h100-sxm", input_len=32768, output_len=32768, precision="fp8", kv_precision="bf16"
     )
-    assert not tight.feasible and "one sequence needs" in tight.reason
+    assert not tight.feasible and "one sequence's KV 20.00" in tight.reason and "short by" in tight.reason
 
 
 def test_expert_touch_limits():

@@ -118,7 +118,7 @@ def test_research_schema_without_extension_columns_still_works(tmp_path):
 def test_row_assumptions_are_reported():
     cases = {c.id: c for c in load_cases()}
     llama = cases["trtllm12-llama33-70b-b200-tp1-fp4-1k1k"]
-    assert llama.query.kv_precision == "fp8" and any("kv_precision=fp8 (auto" in a for a in llama.assumed)
+    assert llama.query.formats.kv == "fp8" and any("kv auto: nvfp4 weights" in n for n in llama.query.notes)
     h200 = cases["trtllm-blog-dsr1-h200-tp8-minlat"]
     assert h200.query.accepted_tokens == 2.82 and any("accepted_tokens=2.82" in a for a in h200.assumed)
     dep = cases["trtllm12-dsr1-b200-dep4-fp4-1k1k"].query.deployment

@@ -48,7 +48,8 @@ def estimate_inference(
         concurrency: requests in flight; None = as many as fit (the engine's max-load throughput).
         precision: weight format of the FFN and expert GEMMs (bf16, fp16, fp8, mxfp8, nvfp4, mxfp4);
             activations: their input format (default: default_activations); attention_precision: format of
-            the attention projections (default: precision); kv_precision: bf16, fp16, fp8 or nvfp4.
+            the attention projections (default: query.default_attention); kv_precision: bf16, fp16, fp8,
+            nvfp4 or "auto" (query.auto_kv_precision).
         engine: serving-engine preset or Engine (KV sizing, batch caps; presets.py).
         draft_tokens, accepted_tokens: speculative decoding with the model's MTP module: tokens drafted per
             step and mean tokens accepted per step (1 <= accepted <= 1 + draft).

@@ -49,21 +49,26 @@ class ServingMemory:
     def weights_GiB(self) -> float:
         return self.weights_B / GiB
 
-    def shortfall(self) -> str:
-        """'' if at least one sequence fits, else the reason with the numbers."""
+    def need_and_usable_GiB(self, kv_fraction: float = 1.0, kv_basis: str = "total") -> tuple[float, float]:
+        """GiB per GPU needed to hold one sequence (weights + workspace + its KV) and GiB the engine may
+        use: all of HBM with the "free" basis, where the KV gets kv_fraction of what is left (so one
+        sequence needs its KV / kv_fraction), kv_fraction of HBM with "total" (presets.py)."""
+        w, work, seq = self.weights_B / GiB, self.workspace_B / GiB, self.kv_per_sequence_B / GiB
+        if kv_basis == "free":
+            return w + work + seq / kv_fraction, self.capacity_B / GiB
+        return w + work + seq, kv_fraction * self.capacity_B / GiB
+
+    def shortfall(self, kv_fraction: float = 1.0, kv_basis: str = "total") -> str:
+        """'' if at least one sequence fits, else by how much it does not, per GPU, with the parts
+        (fit_advice.py says what would fit)."""
         if self.max_batch_memory >= 1:
             return ""
-        used = (self.weights_B + self.workspace_B) / GiB
-        cap = self.capacity_B / GiB
-        if used >= cap:
-            return (
-                f"weights {self.weights_B / GiB:.1f} GiB + workspace {self.workspace_B / GiB:.1f} GiB "
-                f"= {used:.1f} GiB exceed the {cap:.0f} GiB per GPU"
-            )
+        need, usable = self.need_and_usable_GiB(kv_fraction, kv_basis)
         return (
-            f"weights {self.weights_B / GiB:.1f} GiB + workspace {self.workspace_B / GiB:.1f} GiB of "
-            f"{cap:.0f} GiB leave {max(self.kv_budget_B, 0) / GiB:.2f} GiB for the KV cache; one sequence "
-            f"needs {self.kv_per_sequence_B / GiB:.2f} GiB"
+            f"needs {need:.1f} GiB per GPU (weights {self.weights_GiB:.1f} + workspace "
+            f"{self.workspace_B / GiB:.1f} + one sequence's KV {self.kv_per_sequence_B / GiB:.2f}), has "
+            f"{usable:.1f} GiB usable of {self.capacity_B / GiB:.0f}: "
+            f"short by {need - usable:.1f} GiB per GPU"
         )
 
 

@@ -28,6 +28,25 @@ rank's tokens in FP4/FP8 and reduce-scatters the BF16 outputs (TensorRT-LLM tech
 DeepSeek R1 Throughput on NVIDIA Blackwell GPUs", its "FP4 AllGather",
 https://github.com/NVIDIA/TensorRT-LLM/tree/main/docs/source/blogs/tech_blog);
 SGLang and vLLM dispatch each token only to the ranks holding its experts (DeepEP all-to-all).
+
+Weight-only formats (`weight_only`): weight formats the engine can serve on a GPU without their tensor
+cores by dequantising into BF16 GEMMs (precision.as_weight_only):
+* TensorRT-LLM: MXFP4 MoE experts (gpt-oss) on Hopper through its TRITON MoE backend (OpenAI's
+  triton_kernels, W4A16; tenfold applies it to any MXFP4 FFN); its perf overview runs gpt-oss on
+  H100/H200 with `moe_config.backend: TRITON` ("Hopper: use TRITON", docs/source/developer-guide/
+  perf-overview.md in github.com/NVIDIA/TensorRT-LLM; tech blog 9, "Deploying GPT-OSS on TensorRT-LLM").
+* vLLM: MXFP4 on Hopper and Ampere (triton_kernels, or Marlin MXFP4 MoE: "GPT-OSS works on Ampere
+  devices by default, using the TRITON_ATTN attention backend and Marlin MXFP4 MoE", vLLM's GPT-OSS recipe,
+  https://github.com/vllm-project/recipes/blob/main/OpenAI/GPT-OSS.md), NVFP4 on GPUs without FP4 tensor
+  cores (FP4 Marlin, any GPU from sm80: vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py)
+  and FP8 on GPUs without FP8 tensor cores (FP8 Marlin W8A16, "for GPUs that lack FP8 hardware support":
+  marlin_utils_fp8.py in the same folder of github.com/vllm-project/vllm).
+* SGLang: MXFP4 MoE on Hopper through OpenAI's triton_kernels, as for gpt-oss in the issue that asked for
+  this (SGLang's own page was not re-read for this note).
+Weight offload (`weight_offload`): vLLM and SGLang can keep part of the weights in CPU memory
+(`--cpu-offload-gb`, "the space in GiB to offload to CPU, per GPU"; vLLM engine arguments,
+https://docs.vllm.ai/en/latest/configuration/engine_args.html; SGLang server arguments); tenfold names it
+when weights do not fit but does not model its PCIe cost.
 """
 
 from __future__ import annotations
@@ -58,6 +77,8 @@ class Engine:
     ep_overlap: MoE dispatch/combine overlaps the other micro-batch's compute (two-batch overlap).
     ep_comm: "allgather" (all-gather tokens, reduce-scatter outputs) or "alltoall" (dispatch/combine
         to the ranks holding each token's experts).
+    weight_only: weight formats it runs weight-only (BF16 math) where the GPU lacks their tensor cores.
+    weight_offload: can hold part of the weights in CPU memory (`--cpu-offload-gb`).
     """
 
     name: str
@@ -69,6 +90,8 @@ class Engine:
     runtime_reserve_GiB: float = 3.0
     ep_overlap: bool = False
     ep_comm: str = "allgather"
+    weight_only: tuple[str, ...] = ("mxfp4",)
+    weight_offload: bool = False
 
     def __post_init__(self) -> None:
         if self.ep_comm not in EP_COMMS:
@@ -120,6 +143,8 @@ def _vllm() -> Engine:
         max_batch_size=1024,
         max_num_tokens=8192,
         ep_comm="alltoall",
+        weight_only=("mxfp4", "nvfp4", "fp8"),
+        weight_offload=True,
     )
 
 
@@ -134,6 +159,7 @@ def _sglang() -> Engine:
         max_batch_size=4096,
         max_num_tokens=8192,
         ep_comm="alltoall",
+        weight_offload=True,
     )
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tenfold.perf.calibration import Calibration, load_calibration
+from tenfold.perf.serving.fit_advice import what_fits
 from tenfold.perf.serving.memory import ServingMemory, serving_memory
 from tenfold.perf.serving.query import ServingQuery
 from tenfold.perf.serving.results import STEP_PARTS
@@ -81,7 +82,7 @@ def setup_serving(query: ServingQuery, calibration: Calibration | None = None) -
             problems.append(why)
     if query.draft_tokens and not model.mtp_layers:
         problems.append(f"{model.name} has no MTP module to draft {query.draft_tokens} tokens with")
-    notes = []
+    notes = list(query.notes)
     widths = sorted({p.bits_class for p in (act, attn, get_precision("bf16"))})
     missing = [w for w in widths if not cal.is_calibrated(hw.arch, w)]
     calibrated = not missing
@@ -109,8 +110,9 @@ def setup_serving(query: ServingQuery, calibration: Calibration | None = None) -
             output_len=query.output_len,
             draft_tokens=query.draft_tokens,
         )
-        if memory.shortfall():
-            problems.append(memory.shortfall())
+        short = memory.shortfall(query.engine.kv_fraction, query.engine.kv_basis)
+        if short:
+            problems.append(f"{short}; {what_fits(query, memory)}")
     return ServingSetup(
         query=query,
         calibration=cal,

@@ -23,11 +23,19 @@ https://docs.nvidia.com/deeplearning/transformer-engine/user-guide/examples/fp8_
 * mxfp4 (E2M1 in 1x32 blocks, E8M0 scales, no tensor scale): read 2 B, two 0.5 B copies and 2/32 B of
   scales, no amax pass: ~3.1 B. (Used for gpt-oss's released expert weights; training in it is rare.)
 TE fuses some of these passes into norms and activations; the fitted HBM efficiency absorbs the rest.
+
+Weight-only execution (`as_weight_only`): on a GPU without the format's tensor cores, serving engines can
+still keep the weights in it and dequantise them inside a 16-bit GEMM (W4A16 / W8A16): memory traffic and
+capacity at the format's bytes, math at the BF16 rate. Marlin-style kernels do the dequantisation in
+registers, hidden under the weight stream at small batches (near the ideal 4x over FP16 up to batch
+16-32) and under the FP16 tensor-core work at large ones (Frantar et al., "MARLIN: Mixed-Precision
+Auto-Regressive Parallel Inference on Large Language Models", arXiv 2408.11743), so no extra cost is
+charged. Which engine does this for which format is in serving/presets.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tenfold.perf.specs.hardware import Hardware
 
@@ -45,6 +53,8 @@ class Precision:
         transpose (or row/column-wise MX copies) replace the BF16 weights, so they add only the scales;
         NVFP4 recipes keep BF16 weights plus the 4-bit copies.
     bits_class: "16", "8" or "4": the calibration's efficiency class.
+    weight_only: stored in this format but multiplied in BF16 (see `as_weight_only`): peak_key "bf16",
+        bits_class "16", operand_bytes still the format's.
     """
 
     name: str
@@ -54,6 +64,7 @@ class Precision:
     quant_bytes: float
     weight_copy_bytes: float
     bits_class: str
+    weight_only: bool = False
 
     @property
     def low(self) -> bool:
@@ -126,6 +137,20 @@ def get_precision(name: str) -> Precision:
         return PRECISIONS[name.lower()]
     except KeyError:
         raise ValueError(f"unknown precision {name!r}; known: {', '.join(PRECISIONS)}") from None
+
+
+def as_weight_only(precision: Precision) -> Precision:
+    """`precision` run weight-only: its bytes per weight, BF16 math (module docstring)."""
+    if not precision.low:
+        return precision
+    return replace(
+        precision,
+        peak_key="bf16",
+        needs_block_scaling=False,
+        quant_bytes=0.0,
+        bits_class="16",
+        weight_only=True,
+    )
 
 
 def check_supported(precision: Precision, hw: Hardware) -> str:

@@ -11,8 +11,9 @@ For each row:
 * the engine preset (`engine_preset`, default trtllm) with the row's stated overrides (`kv_fraction`,
   `max_batch_size`, `max_num_tokens`); `concurrency` empty = the engine's max load (all that fit);
 * formats: `weights_precision`, `attention_precision` (default: the weights'), `kv_precision`; an empty or
-  `auto` KV cell follows the checkpoint convention: FP8 for ModelOpt FP8/FP4 checkpoints (their
-  hf_quant_config sets kv_cache_quant_algo FP8), else BF16, and the row says so;
+  `auto` KV cell is resolved as the engines resolve "auto" (serving.query.auto_kv_precision: the
+  checkpoint's kv_cache_quant_algo, else the model dtype), and the row's notes say so; a format the GPU
+  has no tensor cores for runs weight-only where the row's engine supports it (query.resolve_format);
 * speculative decoding from `draft_tokens` / `accepted_tokens`;
 * the metric in the row's unit: output_tokens_per_s_per_gpu, total_tokens_per_s_per_gpu,
   output_tokens_per_s_per_user (1/TPOT), ttft_ms, tpot_ms.
@@ -63,7 +64,6 @@ EXTENSION_COLUMNS = (
     "source",
     "split",
 )
-CHECKPOINT_KV_FP8 = ("fp8", "nvfp4", "mxfp8")
 
 
 def default_runs_path() -> Path:
@@ -163,13 +163,7 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
             overrides[key] = conv(float(row[key]))
     eng = engine(preset, **overrides)
     weights = _cell(row, "weights_precision")
-    kv = _cell(row, "kv_precision")
-    if kv in ("", "auto"):
-        kv = "fp8" if weights in CHECKPOINT_KV_FP8 else "bf16"
-        assumed.append(
-            f"kv_precision={kv} ({'empty' if not _cell(row, 'kv_precision') else 'auto'}: "
-            + ("ModelOpt FP8/FP4 checkpoints set kv_cache_quant_algo FP8)" if kv == "fp8" else "model dtype)")
-        )
+    kv = _cell(row, "kv_precision") or "auto"  # empty = what the engine picks: query.auto_kv_precision
     isl, osl = int_cell(row["input_len"]), int_cell(row["output_len"])
     conc = int_cell(row.get("concurrency"))
     draft = int_cell(row.get("draft_tokens"), 0)
@@ -207,7 +201,8 @@ def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
     est = estimate_for(q, concurrency=case.concurrency, calibration=calibration)
     field, scale = METRICS[case.metric]
     pred = getattr(est, field) * scale if est.feasible else math.nan
-    layout = f"{q.deployment.describe()} {q.precision}/kv {q.kv_precision} {q.engine.name}"
+    wo = " weight-only" if q.weight_only else ""
+    layout = f"{q.deployment.describe()} {q.precision}{wo}/kv {q.formats.kv} {q.engine.name}"
     batch = f"batch {est.batch_per_rank}/rank ({est.limited_by})" if est.feasible else est.reason
     return RowResult(
         id=case.id,

@@ -1,0 +1,126 @@
+"""Weight-only low-bit formats, the KV-cache "auto" rule, and the weights-do-not-fit answer (issue 16).
+
+Each test fails if its mechanism is removed: weight-only execution (an engine with no weight-only formats
+refuses the same configuration), the KV "auto" rule (the query rejects "auto" or picks another format),
+and the shortfall answer (its numbers are checked against estimates of the configurations it names).
+"""
+
+import math
+
+import pytest
+
+from tenfold.perf.serving.estimate import estimate_inference
+from tenfold.perf.serving.fit_advice import scaled
+from tenfold.perf.serving.presets import engine
+from tenfold.perf.serving.query import ServingQuery, auto_kv_precision
+from tenfold.perf.serving.results import Deployment
+from tenfold.perf.specs.precision import as_weight_only, get_precision
+from tenfold.perf.validation.serving import load_cases, predict_case
+
+GPTOSS = dict(input_len=1024, output_len=1024, precision="mxfp4", kv_precision="auto")
+
+
+def test_weight_only_precision_reads_low_bits_and_multiplies_in_bf16():
+    w4 = as_weight_only(get_precision("mxfp4"))
+    assert w4.weight_only and w4.peak_key == "bf16" and w4.bits_class == "16"
+    assert w4.operand_bytes == get_precision("mxfp4").operand_bytes == 0.5 + 1 / 32
+    assert as_weight_only(get_precision("bf16")) == get_precision("bf16")
+
+
+def test_gpt_oss_on_h200_runs_weight_only_and_is_refused_without_it():
+    e = estimate_inference("gpt-oss-120b", "h200", engine="trtllm-bench", **GPTOSS)
+    assert e.feasible and e.activations == "bf16" and e.attention_precision == "bf16"
+    assert any("runs weight-only (W4A16)" in n for n in e.notes)
+    # experts at 4.25 bits: about 61 GiB on one GPU (the checkpoint), not the 218 GiB BF16 would take
+    assert 55 < e.weights_GiB < 65
+    without = engine("trtllm-bench", weight_only=())
+    refused = estimate_inference("gpt-oss-120b", "h200", engine=without, **GPTOSS)
+    assert not refused.feasible and "no fp4 tensor cores" in refused.reason
+
+
+def test_weight_only_keeps_memory_traffic_at_the_formats_bytes():
+    # same deployment, same GPU: the W4A16 step reads fewer weight bytes than BF16 weights, so at batch 1
+    # (weight-bandwidth-bound) it is faster, and it holds less memory
+    kw = dict(input_len=1024, output_len=128, concurrency=1, kv_precision="bf16", engine="vllm")
+    w4 = estimate_inference("llama3-70b", "h200", Deployment(tp=2), precision="nvfp4", **kw)
+    w16 = estimate_inference("llama3-70b", "h200", Deployment(tp=2), precision="bf16", **kw)
+    assert w4.feasible and w4.activations == "bf16"
+    assert w4.weights_GiB < 0.4 * w16.weights_GiB
+    assert w4.breakdown.ffn_s < 0.4 * w16.breakdown.ffn_s
+
+
+def test_engines_differ_in_which_formats_run_weight_only():
+    kw = dict(input_len=1024, output_len=1024, precision="nvfp4")
+    trt = estimate_inference("llama3-70b", "h200", engine="trtllm", **kw)
+    assert not trt.feasible and any("vllm can run nvfp4 weight-only" in n for n in trt.notes)
+    assert estimate_inference("llama3-70b", "h200", engine="vllm", **kw).feasible
+    a100 = estimate_inference(
+        "llama3-70b",
+        "a100-80gb",
+        Deployment(tp=2),
+        engine="vllm",
+        precision="fp8",
+        input_len=1024,
+        output_len=1024,
+    )
+    assert a100.feasible and any("W8A16" in n for n in a100.notes)
+
+
+def test_gpt_oss_hopper_rows_are_predicted_within_the_published_spread():
+    # the TensorRT-LLM perf overview's H200 TP1 gpt-oss-120b row (1024/1024: 6,798 tok/s/GPU), refused before
+    cases = {c.id: c for c in load_cases()}
+    case = cases["trtllm-main-gptoss120b-h200-tp1-1024-1024"]
+    assert case.query.weight_only and case.query.formats.kv == "bf16"
+    from tenfold.perf.calibration import load_calibration
+
+    r = predict_case(case, load_calibration(kind="inference"))
+    assert math.isfinite(r.predicted) and abs(r.error) < 0.35
+
+
+@pytest.mark.parametrize(
+    ("weights", "kv"),
+    [("fp8", "fp8"), ("nvfp4", "fp8"), ("mxfp8", "fp8"), ("mxfp4", "bf16"), ("bf16", "bf16")],
+)
+def test_kv_auto_follows_the_checkpoint(weights, kv):
+    got, why = auto_kv_precision(weights)
+    assert got == kv and why.startswith("kv auto:")
+    q = ServingQuery(
+        model="llama3-8b", hardware="b200", input_len=8, output_len=8, precision=weights, kv_precision="auto"
+    )
+    assert q.formats.kv == kv and why in q.notes
+
+
+def test_kv_auto_changes_the_estimate_like_the_chosen_format():
+    kw = dict(input_len=1024, output_len=1024, precision="fp8")
+    auto = estimate_inference("llama3-70b", "h200", Deployment(tp=2), kv_precision="auto", **kw)
+    fp8 = estimate_inference("llama3-70b", "h200", Deployment(tp=2), kv_precision="fp8", **kw)
+    assert auto.kv_precision == "fp8" and auto.output_tokens_per_s_per_gpu == fp8.output_tokens_per_s_per_gpu
+
+
+def test_does_not_fit_says_by_how_much_and_what_fits():
+    e = estimate_inference("llama3.1-405b", "h100-sxm", input_len=1024, output_len=1024, precision="fp8")
+    assert not e.feasible
+    need = float(e.reason.split("needs ")[1].split(" GiB")[0])
+    short = float(e.reason.split("short by ")[1].split(" GiB")[0])
+    assert need == pytest.approx(e.weights_GiB + e.workspace_GiB + e.kv_per_sequence_GiB, abs=0.11)
+    assert short == pytest.approx(need - 80.0, abs=0.11)
+    # the smallest TP that fits is named: TP8 runs, TP4 does not
+    assert "TP8 on 8 x h100-sxm" in e.reason
+    kw = dict(input_len=1024, output_len=1024, precision="fp8")
+    assert estimate_inference("llama3.1-405b", "h100-sxm", Deployment(tp=8), **kw).feasible
+    assert not estimate_inference("llama3.1-405b", "h100-sxm", Deployment(tp=4), **kw).feasible
+    assert "trtllm does not offload" in e.reason
+
+
+def test_does_not_fit_names_a_smaller_format_and_offload():
+    kw = dict(input_len=1024, output_len=1024, kv_precision="auto")
+    dep = Deployment(dp=4, ep=4)
+    e = estimate_inference("deepseek-v3", "h200", dep, precision="fp8", engine="vllm", **kw)
+    # the largest smaller format vLLM runs on Hopper (NVFP4 through FP4 Marlin) is named, and it runs
+    assert not e.feasible and "weights in nvfp4 weight-only" in e.reason
+    assert estimate_inference("deepseek-v3", "h200", dep, precision="nvfp4", engine="vllm", **kw).feasible
+    short = float(e.reason.split("short by ")[1].split(" GiB")[0])
+    gb = int(e.reason.split("--cpu-offload-gb ")[1].split(" ")[0])
+    assert gb * 1e9 >= short * 2**30 - 0.1 * 2**30
+    assert "DEP8 (attention DP8, EP8) on 8 x h200" in e.reason
+    assert scaled(dep, 2) == Deployment(dp=8, ep=8)
