@@ -27,8 +27,8 @@ training's) and two more parameters:
 * `moe_efficiency`: grouped expert GEMMs reach this fraction of the dense-GEMM roofline (routing imbalance
   across experts and ranks, per-expert tiles, token permutation).
 * `step_overhead_us`: fixed cost per engine step (scheduler, sampling, host-device synchronisation).
-* `expert_overhead_us`: fixed cost per expert a step touches per MoE layer (each expert is a separate
-  problem in the grouped GEMMs: tile setup, partial waves, the permutation around it).
+No parameter charges a fixed cost per touched expert: a grouped GEMM runs all touched experts' tiles
+concurrently across the SMs, so the serving model charges their weight bytes instead (serving/step.py).
 Parameters listed in its `[fit] fixed_parameters` keep their committed values during a fit.
 
 This module holds the data only (the class, load and save); `tenfold.perf.validation.fit` fits it.
@@ -74,7 +74,6 @@ BOUNDS = {
     "moe_layer_overhead_us": (0.0, 3000.0),
     "moe_efficiency": (0.20, 1.00),
     "step_overhead_us": (0.0, 5000.0),
-    "expert_overhead_us": (0.0, 20.0),
 }
 
 
@@ -205,16 +204,15 @@ class InferenceCalibration(Calibration):
         "kernel_overhead_us",
         "moe_layer_overhead_us",
         "step_overhead_us",
-        "expert_overhead_us",
     )
     GEMM_BOUNDS: ClassVar[tuple[float, float]] = (0.15, 0.95)
     FILE: ClassVar[str] = "inference.toml"
 
     moe_efficiency: float = 1.0
     step_overhead_us: float = 0.0
-    expert_overhead_us: float = 0.0
 
 
+RETIRED = frozenset({"expert_overhead_us"})
 KINDS = {"training": Calibration, "inference": InferenceCalibration}
 
 
@@ -229,6 +227,9 @@ def _sigmoid(x: float) -> float:
 
 def calibration_from_dict(d: dict, *, kind: str = "training") -> Calibration:
     p, fixed = d.get("parameters", {}), d.get("fixed", {})
+    # Retired: the serving model no longer charges a fixed cost per touched expert (serving/step.py),
+    # so older inference files load with the value dropped.
+    p = {k: v for k, v in p.items() if k not in RETIRED}
     return calibration_kind(kind)(
         gemm_efficiency=MappingProxyType({str(k): float(v) for k, v in d["gemm_efficiency"].items()}),
         fit=MappingProxyType(dict(d.get("fit", {}))),

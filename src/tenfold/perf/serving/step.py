@@ -19,8 +19,17 @@ cached context and a prefill kernel over the prompts (sources at the end):
   distinct experts hit under uniform routing of the T_ep tokens the expert-parallel group sees: T_ep = 1
   gives k·E_loc/E ([GenZ]'s bound), large T_ep all of them ([llm-analysis]'s bound). Expert FLOPs are
   balanced: T_ep·k/ep token-expert pairs per EP rank. Grouped GEMMs compute at `moe_efficiency` of the
-  dense-GEMM rate (many small per-expert problems), stream the touched experts' weights at the HBM rate,
-  and pay a fixed cost per touched expert (`expert_overhead_us`).
+  dense-GEMM rate (many small per-expert problems) and stream the touched experts' weights at the HBM
+  rate. A grouped GEMM is one kernel whose tiles, from all touched experts, run concurrently across the
+  SMs, so a touched expert costs its weight bytes, not a serial fixed cost. TensorRT-LLM's measured MoE
+  layers ([AIC], B200, DeepSeek-R1 shapes, 1-32 tokens) grow by 1.2-1.9x the touched experts' bytes at
+  the HBM rate (1.3 us per extra expert under TP8 in FP8) above a floor of 20-100 us per layer (the MoE
+  kernel chain, charged here as KERNELS_MOE kernel overheads). The previous fit's serial 3.5 us per
+  touched expert came to 4.3 us per extra expert and put DeepSeek-R1 FP8 on 8 x B200 (TP8, 32 requests)
+  at 62 ms per output token where 15.9 ms was measured (issue 16).
+* MLA under attention TP: the down-projections W_DQ, W_DKV and W_KR (fused into one "Fuse_A" GEMM) are
+  replicated on every rank (data-parallel, [TRT-LLM blog 1] "Parallelism Strategy"; SGLang's
+  `fused_qkv_a_proj_with_mqa` is a ReplicatedLinear); only the up-projections and W_O are split.
 * Communication (comm.py links): TP all-reduce after attention and after the FFN (2 per layer) of T·h·2
   bytes, the faster of ring (2(n-1)/n·S/B + latency per step) and one-shot (each rank reads the other n-1
   buffers: (n-1)·S/B + one latency; TensorRT-LLM's oneshotAllReduce) inside the scale-up domain, ring
@@ -29,7 +38,8 @@ cached context and a prefill kernel over the prompts (sources at the end):
   reduce-scatter over the EP group (TensorRT-LLM's CUTLASS path) or all-to-all with one copy per distinct
   remote rank holding one of the token's experts (DeepEP); the share leaving the scale-up domain runs on
   the network (comm.py). Exposed unless the engine overlaps it (two-batch overlap).
-* Overheads: a fitted fixed cost per kernel (CUDA-graph launched) and per step (scheduler, sampler).
+* Overheads: a fitted fixed cost per kernel (CUDA-graph launched) and per step (scheduler, sampler); an
+  MLA layer runs 4 more kernels than a GQA one (KERNELS_MLA_EXTRA).
 
 Overlap rules: GEMM compute and weight reads overlap within a kernel (the max); kernels of a layer run one
 after another (sum); prefill and decode tokens share the linear layers of a step; TP all-reduces are
@@ -37,7 +47,9 @@ exposed; the MoE all-to-all is exposed unless `ep_overlap`.
 
 Sources: [LLM-Viewer] Yuan et al., "LLM Inference Unveiled: Survey and Roofline Model Insights", arXiv
 2402.16363; [llm-analysis] https://github.com/cli99/llm-analysis (`infer` mode); [GenZ] Bambhaniya et
-al., arXiv 2406.01698; [TRT-LLM blog 1] "Pushing Latency Boundaries: Optimizing DeepSeek-R1 Performance
+al., arXiv 2406.01698; [AIC] aiconfigurator-core's silicon-measured `moe_perf.parquet` tables
+(https://github.com/ai-dynamo/aiconfigurator; tests/perf/serving/test_decode.py reads them where installed);
+[TRT-LLM blog 1] "Pushing Latency Boundaries: Optimizing DeepSeek-R1 Performance
 on NVIDIA B200 GPUs" and [TRT-LLM blog 3] "Optimizing DeepSeek R1 Throughput on NVIDIA Blackwell GPUs",
 TensorRT-LLM tech blogs 1 and 3, in
 https://github.com/NVIDIA/TensorRT-LLM/tree/main/docs/source/blogs/tech_blog.
@@ -60,6 +72,10 @@ from tenfold.perf.specs.precision import Precision
 KERNELS_DENSE = 10  # norm, QKV GEMM, RoPE + KV append, decode attn, prefill attn, O GEMM, AR + norm, FFN x3
 KERNELS_MOE = 16  # as dense + router, top-k, permute, 2 grouped GEMMs, activation, finalize, 2 collectives
 KERNELS_HEAD = 3  # final norm, head GEMM, sampler
+# MLA runs Fuse_A GEMM, the q/kv RMSNorms, UQ_QR GEMM, the UK and UV batched GEMMs, KV concat + RoPE,
+# the MQA-like kernel and W_O ([TRT-LLM blog 1], "Everything in One Diagram", modules 1-8) where GQA runs a
+# QKV GEMM, RoPE + append, attention and O: 4 more kernels per layer.
+KERNELS_MLA_EXTRA = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +103,6 @@ class ServingRates:
     kernel_s: float
     step_s: float
     moe_layer_s: float
-    expert_s: float
     moe_efficiency: float
 
 
@@ -121,9 +136,18 @@ def serving_rates(hw: Hardware, f: Formats, cal: Calibration, kv_compute: Precis
         kernel_s=cal.kernel_overhead_us * 1e-6,
         step_s=getattr(cal, "step_overhead_us", 0.0) * 1e-6,
         moe_layer_s=cal.moe_layer_overhead_us * 1e-6,
-        expert_s=getattr(cal, "expert_overhead_us", 0.0) * 1e-6,
         moe_efficiency=getattr(cal, "moe_efficiency", 1.0),
     )
+
+
+def attention_params_per_rank(model: ModelSpec, tp: int) -> float:
+    """Attention projection weights one attention-TP rank holds and reads each step: all split over `tp`,
+    except MLA's replicated down-projections (module docstring)."""
+    total = model.attention_matmul_params()
+    if not model.is_mla or tp <= 1:
+        return total / tp
+    replicated = model.hidden * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
+    return (total - replicated) / tp + replicated
 
 
 def _gemm(tokens, params, w_bytes: float, rate: float, bw: float, act_bytes=0.0):
@@ -182,7 +206,8 @@ def draft_pass_time(b, *, model: ModelSpec, rates: ServingRates, links, tp: int,
     r, bw, h = rates, rates.hbm_Bps, model.hidden
     layer = model.moe_layer_params(active=False) if model.is_moe else model.dense_layer_params()
     routed_all = model.experts * model.expert_params() if model.is_moe else 0
-    dense_part = (layer - routed_all + 2 * h * h) / tp
+    attn = model.attention_matmul_params()
+    dense_part = (layer - routed_all - attn + 2 * h * h) / tp + attention_params_per_rank(model, tp)
     one = _gemm(b, dense_part, 2.0, r.bf16_flops, bw)
     if model.is_moe:
         t_ep, moe_tp = b * dp, tp * dp // ep
@@ -195,7 +220,8 @@ def draft_pass_time(b, *, model: ModelSpec, rates: ServingRates, links, tp: int,
             touched * e_params * 2.0 / bw,
         )
     one = one + _gemm(b, model.vocab * h / tp, 2.0, r.bf16_flops, bw)
-    return one + (KERNELS_MOE + KERNELS_HEAD) * r.kernel_s + 2.0 * all_reduce_time(b * h * 2.0, tp, links)
+    kernels = KERNELS_MOE + KERNELS_HEAD + (KERNELS_MLA_EXTRA if model.is_mla else 0)
+    return one + kernels * r.kernel_s + 2.0 * all_reduce_time(b * h * 2.0, tp, links)
 
 
 def step_times(
@@ -236,7 +262,7 @@ def step_times(
     out: dict[str, np.ndarray] = {}
 
     # ---- attention projections (per layer, same for dense and MoE layers) -----------------------
-    p_attn = model.attention_matmul_params() / tp
+    p_attn = attention_params_per_rank(model, tp)
     proj = _gemm(t_loc, p_attn, formats.attention.operand_bytes, r.attn_proj_flops, bw, t_loc * 4 * h * 2.0)
 
     # ---- attention core over all layers -----------------------------------------------------------
@@ -283,7 +309,7 @@ def step_times(
                 t_loc, model.mlp_matmul_params(fs) / tp, wb, r.ffn_flops, bw, t_loc * 4 * h * 2.0
             )
         moe = moe + (t_loc * 16 * h * 2.0 + pairs * gate * fe / moe_tp * 2.0 + 4 * k * h * t_loc) / bw
-        moe = moe + r.moe_layer_s + touched * r.expert_s
+        moe = moe + r.moe_layer_s
         ffn = ffn + model.moe_layers * moe
         if dp > 1:
             per_layer = moe_exchange_time(
@@ -305,6 +331,7 @@ def step_times(
     out["draft_s"] = draft
 
     kernels = model.n_dense_layers * KERNELS_DENSE + model.moe_layers * KERNELS_MOE + KERNELS_HEAD
+    kernels += model.layers * KERNELS_MLA_EXTRA if model.is_mla else 0
     parts = ("attn_proj_s", "attention_s", "ffn_s", "tp_s", "ep_s", "head_s", "draft_s")
     out["overhead_s"] = np.full_like(b, kernels * r.kernel_s + r.step_s)
     out["step_s"] = sum(out[k] for k in parts) + out["overhead_s"]
