@@ -22,6 +22,11 @@ RANGE_NOTE = (
     "the measured correlation of their errors"
 )
 
+SERVING_RANGE_NOTE = (
+    "80 % ranges come from the serving model's leave-one-source-out cross-validated error on published "
+    "measurements, by engine family and dense/MoE (tenfold.perf.uncertainty)"
+)
+
 
 def has_interval(e: TrainingEstimate) -> bool:
     """Whether the estimate carries a finite 80 % range (the calibration measured its uncertainty)."""
