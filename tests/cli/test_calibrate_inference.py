@@ -127,3 +127,22 @@ def test_a_training_calibration_is_refused_for_serving(tmp_path):
         flat = " ".join(r.output.split())
         assert r.exit_code == 2, r.output
         assert "--calibration" in flat and "moe_efficiency" in flat
+
+
+SERVE = ["compare", "-m", "llama3-70b", "--serve", "--per-user", "30", "--demand", "1e5"]
+SERVE += ["--gpus", "h200,b200", "--baseline", "h200", "--precisions", "fp8", "--json"]
+
+
+def test_compare_serve_takes_the_calibration_and_shows_ranges(fitted):
+    plain = json.loads(runner.invoke(app, SERVE).output)
+    r = runner.invoke(app, [*SERVE, "--calibration", str(fitted[0])])
+    assert r.exit_code == 0, r.output
+    mine = json.loads(r.output)
+    h200 = next(row for row in plain["rows"] if row["hardware"] == "h200")
+    lo, hi = h200["tokens_per_s_per_gpu_interval"]
+    assert lo < h200["tokens_per_s_per_gpu"] < hi
+    b200 = next(row for row in plain["rows"] if row["hardware"] == "b200")
+    lo, hi = b200["speedup_interval"]
+    assert lo < b200["speedup"] < hi and h200["speedup_interval"] is None  # the baseline is 1 exactly
+    mine_h200 = next(row for row in mine["rows"] if row["hardware"] == "h200")
+    assert mine_h200["tokens_per_s_per_gpu"] < h200["tokens_per_s_per_gpu"]
