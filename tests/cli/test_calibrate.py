@@ -194,9 +194,12 @@ def test_calibration_changes_every_command_output(command, fitted):
         assert b["tokens_per_s_per_gpu"] < a["tokens_per_s_per_gpu"]
 
 
-def test_compare_refuses_a_calibration_with_serve(fitted):
+def test_compare_refuses_a_training_calibration_with_serve(fitted):
+    """With --serve the file must be an inference calibration (`tenfold calibrate inference`): a training
+    one lacks the serving parameters and exits 2 naming them."""
     r = runner.invoke(app, ["compare", "-m", "llama3-8b", "--serve", "--calibration", str(fitted[0.7][0])])
-    assert r.exit_code == 2 and "--serve" in r.output
+    flat = " ".join(r.output.split())
+    assert r.exit_code == 2 and "--calibration" in flat and "moe_efficiency" in flat
 
 
 def test_rows_that_disagree_keep_the_start_calibration(tmp_path):

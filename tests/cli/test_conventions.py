@@ -12,6 +12,7 @@ from tenfold.cli.main import app
 runner = CliRunner()
 
 COMMANDS = [
+    "calibrate inference",
     "calibrate training",
     "claims",
     "compare",
@@ -110,6 +111,7 @@ def test_serve_bad_input():
 # one semantic bad input per command (not a mistyped option, which click rejects by itself): exit code 2
 # and a message that names what is wrong. `claims` takes no input; `serve` is covered above.
 BAD_INPUT = {  # command: (arguments, split on spaces; text the message must contain)
+    "calibrate inference": ("calibrate inference --runs missing-runs.csv --out c.toml", "missing-runs.csv"),
     "calibrate training": ("calibrate training --runs missing-runs.csv --out c.toml", "missing-runs.csv"),
     "compare": ("compare -m no-such-model --tokens 1T -n 8", "no-such-model"),
     "demo": ("demo --rows 0", "rows"),

@@ -243,7 +243,11 @@ def compare(
         "--headroom",
         help="GiB per GPU each plan leaves outside the model (default: what the framework needs)",
     ),
-    calibration: str = typer.Option("", "--calibration", help=CALIBRATION_HELP + " (training)"),
+    calibration: str = typer.Option(
+        "",
+        "--calibration",
+        help=CALIBRATION_HELP + "; with --serve, one written by `tenfold calibrate inference`",
+    ),
 ) -> None:
     """Compare GPUs on one workload: GPUs, days, MFU, GPU-hours, rent and own cost, MWh, tCO2, ratios.
 
@@ -257,8 +261,8 @@ def compare(
     """
     console = Console()
     check_inputs(report, num_gpus, deadline_days, seq_len, global_batch, serve=serve, tokens=tokens)
-    check_training_only(export=export, serve=serve, headroom=headroom, model=model, calibration=calibration)
-    cal = user_calibration(calibration)
+    check_training_only(export=export, serve=serve, headroom=headroom, model=model)
+    cal = user_calibration(calibration, kind="inference" if serve else "training")
     try:
         settings = CostSettings(
             rent_basis=rent_basis,
@@ -325,9 +329,7 @@ def compare(
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
-def check_training_only(
-    *, export: str, serve: bool, headroom: float | None, model: str, calibration: str
-) -> None:
+def check_training_only(*, export: str, serve: bool, headroom: float | None, model: str) -> None:
     """Exit 2 for options that only a training comparison takes, given with --serve (or without a model)."""
     if export and export not in FRAMEWORKS:
         raise fail(f"--export: unknown framework {export!r}; choose one of {', '.join(FRAMEWORKS)}")
@@ -335,5 +337,3 @@ def check_training_only(
         raise fail("--export prints training plans; it does not apply with --serve")
     if headroom is not None and (serve or not model):
         raise fail("--headroom applies to a training comparison of one --model")
-    if calibration and serve:
-        raise fail("--calibration is a training calibration; it does not apply with --serve")

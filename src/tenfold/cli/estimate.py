@@ -7,7 +7,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tenfold.cli.calibrate import CALIBRATION_HELP, calibration_label, user_calibration
+from tenfold.cli.calibrate import (
+    CALIBRATION_HELP,
+    INFERENCE_CALIBRATION_HELP,
+    calibration_label,
+    user_calibration,
+)
 from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json
 from tenfold.perf import Deployment, estimate_inference, inference_curve
 from tenfold.perf.defaults import MAX_BATCH, MAX_GPUS, MAX_SEQ, MAX_VP, TRAINING
@@ -16,7 +21,7 @@ from tenfold.perf.serving.results import InferenceCurve, InferenceEstimate
 from tenfold.perf.training.estimate import TrainingEstimate, estimate_training
 from tenfold.perf.training.layout import Layout
 from tenfold.report.format import fmt_number, fmt_range
-from tenfold.report.ranges import RANGE_NOTE, has_interval, training_intervals
+from tenfold.report.ranges import RANGE_NOTE, SERVING_RANGE_NOTE, has_interval, training_intervals
 
 app = typer.Typer(help="Estimate one training plan or one serving configuration.", no_args_is_help=True)
 
@@ -141,9 +146,11 @@ def infer(
     usd_per_gpu_hour: float = typer.Option(-1.0, "--usd-per-gpu-hour", help="price (default: catalog)"),
     curve: bool = typer.Option(False, "--curve", help="also the throughput-vs-interactivity curve"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    calibration: str = typer.Option("", "--calibration", help=INFERENCE_CALIBRATION_HELP),
 ) -> None:
     """Estimate one serving configuration: TTFT, TPOT, output tokens/s per GPU and per user, cost per
-    million tokens (output and input+output), the step breakdown and memory per GPU.
+    million tokens (output and input+output), each with its 80 % range from the model's cross-validated
+    error, the step breakdown and memory per GPU.
 
     Example: tenfold estimate infer -m llama3-70b -g b200 --input-len 1024 --output-len 1024
     --precision nvfp4 --kv-precision fp8 --concurrency 64 --curve
@@ -170,6 +177,7 @@ def infer(
         draft_tokens=draft_tokens,
         accepted_tokens=accepted_tokens,
         usd_per_gpu_hour=None if usd_per_gpu_hour < 0 else usd_per_gpu_hour,
+        calibration=user_calibration(calibration, kind="inference"),
     )
     try:
         dep = Deployment(tp=tp, dp=dp, ep=ep)
@@ -179,10 +187,13 @@ def infer(
         raise fail(str(exc)) from None
     except Infeasible as exc:  # the curve found no concurrency at which the configuration runs
         raise fail(f"infeasible: {exc}", EXIT_INFEASIBLE) from None
+    cal = kw["calibration"]
     if as_json:
         d = est.to_dict()
         if points is not None:
             d["curve"] = points.to_dict()
+        if cal:
+            d["calibration"] = calibration_label(calibration, cal)
         print_json(d)
     else:
         console = Console()
@@ -192,6 +203,10 @@ def infer(
             console.print(curve_table(points))
         for note in est.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
+        if est.interval_fields()["interval_level"] is not None:
+            console.print(escape(SERVING_RANGE_NOTE), style="dim")
+        if cal:
+            console.print(f"calibration: {escape(calibration_label(calibration, cal))}")
     if not est.feasible:
         raise typer.Exit(EXIT_INFEASIBLE)
 
@@ -266,21 +281,41 @@ def inference_tables(e: InferenceEstimate) -> list[Table]:
         f"(GEMM inputs {e.activations}, attention {e.attention_precision}), KV {e.kv_precision}, "
         f"{e.engine}, ISL {e.input_len} / OSL {e.output_len}"
     )
+    rng = e.interval_fields()
     head.add_column("metric")
-    head.add_column("value", justify="right", overflow="fold")
+    head.add_column(
+        "value (80 % range)" if rng["interval_level"] is not None else "value",
+        justify="right",
+        overflow="fold",
+    )
     for label, value in (  # one row per metric: fits 80 columns, numbers never cut
         ("concurrency (requests in flight)", str(e.concurrency)),
         (
             "batch per rank",
             f"{e.batch_per_rank} of {e.capacity // max(e.deployment.dp, 1)}" if e.feasible else "-",
         ),
-        ("TTFT ms", fmt_number(e.ttft_s * 1e3, ",.1f")),
-        ("TPOT ms", fmt_number(e.tpot_s * 1e3, ".2f")),
-        ("output tok/s per GPU", fmt_number(e.output_tokens_per_s_per_gpu, ",.0f")),
-        ("input+output tok/s per GPU", fmt_number(e.total_tokens_per_s_per_gpu, ",.0f")),
-        ("output tok/s per user", fmt_number(e.output_tokens_per_s_per_user, ",.1f")),
-        ("$ per M output tokens", fmt_number(e.usd_per_m_output_tokens, ".3f")),
-        ("$ per M input+output tokens", fmt_number(e.usd_per_m_total_tokens, ".3f")),
+        ("TTFT ms", fmt_range(e.ttft_s * 1e3, rng["ttft_ms_interval"], ",.1f")),
+        ("TPOT ms", fmt_range(e.tpot_s * 1e3, rng["tpot_ms_interval"], ".2f")),
+        (
+            "output tok/s per GPU",
+            fmt_range(e.output_tokens_per_s_per_gpu, rng["output_tokens_per_s_per_gpu_interval"], ",.0f"),
+        ),
+        (
+            "input+output tok/s per GPU",
+            fmt_range(e.total_tokens_per_s_per_gpu, rng["total_tokens_per_s_per_gpu_interval"], ",.0f"),
+        ),
+        (
+            "output tok/s per user",
+            fmt_range(e.output_tokens_per_s_per_user, rng["output_tokens_per_s_per_user_interval"], ",.1f"),
+        ),
+        (
+            "$ per M output tokens",
+            fmt_range(e.usd_per_m_output_tokens, rng["usd_per_m_output_tokens_interval"], ".3f"),
+        ),
+        (
+            "$ per M input+output tokens",
+            fmt_range(e.usd_per_m_total_tokens, rng["usd_per_m_total_tokens_interval"], ".3f"),
+        ),
         ("feasible", f"yes (batch limit: {e.limited_by})" if e.feasible else f"[red]no[/red]: {e.reason}"),
     ):
         head.add_row(label, value)

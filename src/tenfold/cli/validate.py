@@ -10,7 +10,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tenfold.cli.calibrate import CALIBRATION_HELP, calibration_label, user_calibration
+from tenfold.cli.calibrate import (
+    CALIBRATION_HELP,
+    INFERENCE_CALIBRATION_HELP,
+    calibration_label,
+    user_calibration,
+)
 from tenfold.cli.output import fail, print_json, readable_file
 from tenfold.perf.calibration import Calibration
 from tenfold.perf.validation import serving as vi
@@ -64,16 +69,19 @@ def user_sample(path: str, cal: Calibration) -> str:
 def inference(
     runs: str = typer.Option("", "--runs", help="CSV of runs (default: the shipped inference_runs.csv)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object with `rows` and `mape`"),
+    calibration: str = typer.Option("", "--calibration", help=INFERENCE_CALIBRATION_HELP),
 ) -> None:
-    """Predict each serving row with its own deployment, formats and engine; print predicted, measured and
-    error per row, then the MAPE overall, by GPU and by reliability. Rows that cannot be predicted (no
-    lengths, no GPU count, ...) are listed with the reason.
+    """Predict each serving row with its own deployment, formats and engine; print predicted, measured, the
+    80 % range and the error per row (and the leave-one-source-out error where the stored cross-validation
+    covers the row), then the MAPE overall, by GPU and by reliability, and how many measurements the ranges
+    cover. Rows that cannot be predicted (no lengths, no GPU count, ...) are listed with the reason.
 
     Example: tenfold validate inference --runs src/tenfold/data/validation/inference_runs.csv --json
     """
     path = readable_file("--runs", runs) if runs else vi.default_runs_path()
+    cal = user_calibration(calibration, kind="inference")
     try:
-        report = vi.validate_inference(path)
+        report = vi.validate_inference(path, calibration=cal)
     except (ValueError, KeyError) as exc:
         raise fail(f"--runs {exc}") from None
     check_rows(report, path, "inference")
@@ -81,7 +89,7 @@ def inference(
         report,
         title=f"inference runs: predicted vs measured ({path.name})",
         as_json=as_json,
-        sample=sample_kind(path, vi.default_runs_path()),
+        sample=user_sample(calibration, cal) if cal else sample_kind(path, vi.default_runs_path()),
     )
 
 

@@ -6,6 +6,10 @@ TTFT; the fastest precision wins. The load then needs
 
 for `days` of serving: GPU-hours = GPUs x 24 x days, priced and costed like a training run
 (compare.money_for), and $/M tokens = cost / (demand x seconds served / 1e6).
+
+Each row's rates, latencies and $/M tokens carry the 80 % range of the inference calibration's
+cross-validated error for the workload's engine family and dense/MoE model, and its ratios to the baseline
+the range of a ratio of two correlated estimates (tenfold.cost.intervals).
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from types import MappingProxyType
 
 from tenfold.cost.compare import Progress, money_for
 from tenfold.cost.defaults import CostDefaults, load_cost_defaults
+from tenfold.cost.intervals import ratio_intervals, serving_intervals
 from tenfold.cost.results import NAN, Comparison, ServingOption, ServingRow
 from tenfold.cost.workloads import (
     DEFAULT_GPUS,
@@ -25,8 +31,11 @@ from tenfold.cost.workloads import (
     ServingWorkload,
     precisions_for,
 )
+from tenfold.perf.calibration import Calibration, load_calibration
 from tenfold.perf.serving.search import search_inference
 from tenfold.perf.specs.hardware import Hardware, load_hardware
+from tenfold.perf.specs.models import load_model
+from tenfold.perf.uncertainty import serving_group_key
 
 
 def best_serving_row(
@@ -37,6 +46,7 @@ def best_serving_row(
     settings: CostSettings,
     dfl: CostDefaults,
     tick: Callable[[], None],
+    calibration: Calibration | None = None,
 ) -> ServingRow:
     """The serving load `w` on `hw`: the precision whose best deployment (`search_inference`, instances of
     at most `max_instance_gpus` GPUs) gives the most output tok/s/GPU, the instances that carry the demand
@@ -54,6 +64,7 @@ def best_serving_row(
             precision=p,
             serving_engine=w.engine,
             max_gpus=max_instance_gpus,
+            calibration=calibration,
         )
         tick()
         options.append(ServingOption(precision=p, feasible=s.best is not None, reason=s.reason, point=s.best))
@@ -85,6 +96,15 @@ def best_serving_row(
     gpus = instances * best.instance_gpus
     money = money_for(hw, gpus * 24.0 * w.days, settings, dfl)
     m_tokens = w.output_tokens_per_s * w.days * SECONDS_PER_DAY / 1e6
+    scaled = {
+        "tokens_per_s_per_gpu": best.output_tokens_per_s_per_gpu,
+        "tokens_per_s_per_user": best.output_tokens_per_s_per_user,
+        "ttft_ms": best.ttft_s * 1e3,
+        "tpot_ms": best.tpot_s * 1e3,
+        "rent_usd_per_m_tokens": money.rent_usd / m_tokens,
+        "own_usd_per_m_tokens": money.own_usd / m_tokens,
+    }
+    cal = calibration or load_calibration(kind="inference")
     return ServingRow(
         hardware=hw.name,
         display_name=hw.display_name,
@@ -103,7 +123,31 @@ def best_serving_row(
         rent_usd_per_m_tokens=money.rent_usd / m_tokens,
         own_usd_per_m_tokens=money.own_usd / m_tokens,
         options=tuple(options),
+        intervals=MappingProxyType(serving_intervals(scaled, serving_group(w), cal.uncertainty)),
     )
+
+
+def serving_group(w: ServingWorkload) -> str:
+    """The uncertainty group of a serving workload: its engine family and dense/MoE model."""
+    return serving_group_key(w.engine, load_model(w.model).is_moe)
+
+
+def with_ratios(
+    r: ServingRow, base: ServingRow, w: ServingWorkload, calibration: Calibration | None
+) -> ServingRow:
+    """`r` with its ratios to the baseline row and their 80 % ranges (none on the baseline itself: the
+    same GPU and the same group, its ratios are 1 by definition)."""
+    ratios = {
+        "speedup": r.tokens_per_s_per_gpu / base.tokens_per_s_per_gpu,
+        "rent_cost_ratio": r.rent_usd_per_m_tokens / base.rent_usd_per_m_tokens,
+        "own_cost_ratio": r.own_usd_per_m_tokens / base.own_usd_per_m_tokens,
+    }
+    ranges = {}
+    if r.hardware != base.hardware:
+        group = serving_group(w)
+        unc = (calibration or load_calibration(kind="inference")).uncertainty
+        ranges = ratio_intervals(ratios, group, group, unc)
+    return replace(r, **ratios, intervals=MappingProxyType(dict(r.intervals) | ranges))
 
 
 def compare_serving(
@@ -117,6 +161,7 @@ def compare_serving(
     defaults: CostDefaults | None = None,
     progress: Progress = None,
     num_gpus: int | None = None,
+    calibration: Calibration | None = None,
 ) -> Comparison:
     """Compare one serving load across GPUs (module docstring). Raises ValueError for bad input, and for
     any `num_gpus`: the GPU count follows from the demand, so a fixed count cannot be honoured (rather
@@ -147,22 +192,12 @@ def compare_serving(
             progress(done[0], steps)
 
     rows = [
-        best_serving_row(workload, h, p, max_instance_gpus, settings, dfl, tick)
+        best_serving_row(workload, h, p, max_instance_gpus, settings, dfl, tick, calibration)
         for h, p in zip(hws, per, strict=True)
     ]
     base = next((r for r in rows if r.hardware == baseline and r.feasible), None)
     if base is not None:
-        rows = [
-            replace(
-                r,
-                speedup=r.tokens_per_s_per_gpu / base.tokens_per_s_per_gpu,
-                rent_cost_ratio=r.rent_usd_per_m_tokens / base.rent_usd_per_m_tokens,
-                own_cost_ratio=r.own_usd_per_m_tokens / base.own_usd_per_m_tokens,
-            )
-            if r.feasible
-            else r
-            for r in rows
-        ]
+        rows = [with_ratios(r, base, workload, calibration) if r.feasible else r for r in rows]
     notes = [
         f"every user gets >= {workload.min_tokens_per_s_per_user:g} output tok/s and TTFT <= "
         f"{workload.max_ttft_s:g} s; {workload.days:g} days of "

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from types import MappingProxyType
+from typing import ClassVar
 
 from tenfold.cost.energy import Footprint
-from tenfold.cost.intervals import INTERVAL_KEYS
+from tenfold.cost.intervals import INTERVAL_KEYS, SERVING_INTERVAL_KEYS
 from tenfold.cost.tco import OwnCost, RentPrices
 from tenfold.cost.tornado import Tornado
 from tenfold.cost.workloads import CostSettings, ServingWorkload, TrainingWorkload, format_count
@@ -64,8 +65,24 @@ class PrecisionOption:
     plan: str
 
 
+class Ranged:
+    """What a comparison row with 80 % ranges shares: `intervals` (quantity -> (low, high)) over the
+    row kind's `INTERVAL_KEYS`, read one at a time or as the JSON fields."""
+
+    INTERVAL_KEYS: ClassVar[tuple[str, ...]] = ()
+    intervals: Mapping[str, tuple[float, float]]
+
+    def interval(self, key: str) -> tuple[float, float] | None:
+        """The 80 % range of quantity `key` (one of INTERVAL_KEYS), or None when there is none."""
+        return self.intervals.get(key)
+
+    def interval_fields(self) -> dict[str, list[float] | None]:
+        """{"<key>_interval": [low, high] or None} for every key of INTERVAL_KEYS (the JSON fields)."""
+        return {f"{k}_interval": list(v) if (v := self.interval(k)) else None for k in self.INTERVAL_KEYS}
+
+
 @dataclass(frozen=True, kw_only=True)
-class TrainingRow:
+class TrainingRow(Ranged):
     """One GPU's answer for a training run. Ratios are against the comparison's baseline GPU:
     speedup = baseline GPU-hours / these GPU-hours (per-GPU throughput ratio); cost ratios = this cost /
     the baseline's. NaN where this GPU or the baseline has no plan.
@@ -92,6 +109,7 @@ class TrainingRow:
     estimate: TrainingEstimate | None = None
     options: tuple[PrecisionOption, ...] = ()
     intervals: Mapping[str, tuple[float, float]] = field(default_factory=lambda: MappingProxyType({}))
+    INTERVAL_KEYS: ClassVar[tuple[str, ...]] = INTERVAL_KEYS
 
     @property
     def gpu_hours(self) -> float:
@@ -101,14 +119,6 @@ class TrainingRow:
     def calibrated(self) -> bool:
         """False when this GPU's numbers rest on a conservative efficiency, not one fitted on its runs."""
         return self.estimate.calibrated if self.estimate is not None else True
-
-    def interval(self, key: str) -> tuple[float, float] | None:
-        """The 80 % range of quantity `key` (one of INTERVAL_KEYS), or None when there is none."""
-        return self.intervals.get(key)
-
-    def interval_fields(self) -> dict[str, list[float] | None]:
-        """{"<key>_interval": [low, high] or None} for every key of INTERVAL_KEYS (the JSON fields)."""
-        return {f"{k}_interval": list(v) if (v := self.interval(k)) else None for k in INTERVAL_KEYS}
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in ("hardware", "display_name", "feasible", "reason", "precision")}
@@ -135,9 +145,12 @@ class ServingOption:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ServingRow:
+class ServingRow(Ranged):
     """One GPU's answer for a serving load: enough instances of the best deployment to carry the demand.
-    speedup = output tok/s/GPU / the baseline's; cost ratios = $/M tokens / the baseline's."""
+    speedup = output tok/s/GPU / the baseline's; cost ratios = $/M tokens / the baseline's.
+
+    intervals: 80 % ranges by quantity (`intervals.SERVING_INTERVAL_KEYS`: the rates, latencies, $/M
+    tokens and the three ratios) from the inference calibration's measured uncertainty; empty without one."""
 
     hardware: str
     display_name: str
@@ -159,6 +172,8 @@ class ServingRow:
     rent_cost_ratio: float = NAN
     own_cost_ratio: float = NAN
     options: tuple[ServingOption, ...] = ()
+    intervals: Mapping[str, tuple[float, float]] = field(default_factory=lambda: MappingProxyType({}))
+    INTERVAL_KEYS: ClassVar[tuple[str, ...]] = SERVING_INTERVAL_KEYS
 
     @property
     def gpu_hours(self) -> float:
@@ -170,8 +185,9 @@ class ServingRow:
         return self.point.calibrated if self.point is not None else True
 
     def to_dict(self) -> dict:
-        skip = {"point", "money", "options"}
-        d = {k: v for k, v in asdict(self).items() if k not in skip}
+        skip = {"point", "money", "options", "intervals"}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        d |= self.interval_fields()
         d["calibrated"] = self.calibrated
         d["gpu_hours"] = self.gpu_hours
         d["point"] = self.point.to_dict() if self.point else None
@@ -237,8 +253,8 @@ class Comparison:
         Keys: hardware, calibrated, feasible, reason, precision, plan, num_gpus, days, mfu (share of the
         chosen precision's dense peak), mfu_bf16 (share of the BF16 peak), tokens_per_s_per_gpu, gpu_hours,
         rent_usd, own_usd, rent_usd_per_gpu_hour, own_usd_per_gpu_hour, facility_MWh, co2_t, speedup,
-        rent_cost_ratio, own_cost_ratio; training rows add `<key>_interval` ([low, high] 80 % range or None,
-        TrainingRow.interval_fields); serving rows add usd_per_m_tokens (rent and own)."""
+        rent_cost_ratio, own_cost_ratio, and `<key>_interval` ([low, high] 80 % range or None, the row's
+        interval_fields); serving rows add usd_per_m_tokens (rent and own)."""
         out = []
         for r in self.rows:
             m = r.money
@@ -266,8 +282,7 @@ class Comparison:
                 "rent_cost_ratio": r.rent_cost_ratio,
                 "own_cost_ratio": r.own_cost_ratio,
             }
-            if isinstance(r, TrainingRow):
-                d |= r.interval_fields()
+            d |= r.interval_fields()
             if self.kind == "serving":
                 d["rent_usd_per_m_tokens"] = r.rent_usd_per_m_tokens
                 d["own_usd_per_m_tokens"] = r.own_usd_per_m_tokens

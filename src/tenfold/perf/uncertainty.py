@@ -1,9 +1,11 @@
-"""How sure a training estimate is: 80 % intervals from the model's cross-validated error.
+"""How sure a training or serving estimate is: 80 % intervals from the model's cross-validated error.
 
 The spread comes from leave-one-source-out cross-validation on the published runs
 (`tenfold.perf.validation.crossval`): each run is predicted by a calibration fitted without any run of its
-own publication or software release, and the error is measured as r = log(predicted / measured). Errors
-are grouped by GPU generation and by dense or MoE model; each group's spread sigma_g is the 80th
+own publication or software release, and the error is measured as r = log(predicted / measured). Training
+errors are grouped by GPU generation and by dense or MoE model (`group_key`), serving errors by engine
+family and dense or MoE model (`serving_group_key`: the engines differ in kernels and scheduling more than
+the GPUs do in what the model misses); each group's spread sigma_g is the 80th
 percentile of |r| divided by z (a bias widens the interval rather than hiding; a few wild rows do not widen
 every interval), shrunk toward the spread of all rows with `PRIOR_ROWS` pseudo-rows because some groups
 hold only a handful of runs. An 80 % interval around a
@@ -14,7 +16,8 @@ the model, the software assumptions and the workload. `ratio_correlation` is mea
 published runs of the same model on different GPUs in the same software release, and the ratio's spread is
 sqrt(sa^2 + sb^2 - 2 rho sa sb).
 
-Hardware outside the validated generations gets the widest group spread: nobody measured it.
+Hardware outside the validated generations (an engine without validated rows) gets the widest group
+spread: nobody measured it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,17 @@ def group_key(arch: str, moe: bool) -> str:
     """The uncertainty group of an architecture and model kind: "hopper/moe", "blackwell/dense", ...
     (architectures outside the validated generations map to "other/...")."""
     return f"{GENERATION.get(arch, 'other')}/{'moe' if moe else 'dense'}"
+
+
+def engine_family(engine: str) -> str:
+    """The engine family of a serving preset name: "trtllm-bench" -> "trtllm", "vllm" -> "vllm" (the
+    part before the first dash: a preset is a family's settings for one kind of run)."""
+    return engine.split("-", 1)[0] or "other"
+
+
+def serving_group_key(engine: str, moe: bool) -> str:
+    """The uncertainty group of a serving estimate: engine family and model kind ("trtllm/moe", ...)."""
+    return f"{engine_family(engine)}/{'moe' if moe else 'dense'}"
 
 
 @dataclass(frozen=True, kw_only=True)

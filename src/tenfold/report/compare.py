@@ -69,7 +69,9 @@ def comparison_rows(c: Comparison) -> tuple[tuple[str, ...], tuple[tuple[str, ..
             d["precision"],
             f"{d['num_gpus']:,}",
             fmt_range(d["days"], d.get("days_interval"), ",.1f"),
-            fmt_number(d["tokens_per_s_per_gpu"], ",.0f") if serving else fmt_number(d["mfu"], ".1%"),
+            fmt_range(d["tokens_per_s_per_gpu"], d.get("tokens_per_s_per_gpu_interval"), ",.0f")
+            if serving
+            else fmt_number(d["mfu"], ".1%"),
             fmt_number(d["gpu_hours"], ",.0f"),
             fmt_number(d["rent_usd"] / 1e6, ",.2f"),
             fmt_number(d["own_usd"] / 1e6, ",.2f"),
@@ -80,6 +82,8 @@ def comparison_rows(c: Comparison) -> tuple[tuple[str, ...], tuple[tuple[str, ..
             fmt_range(d["own_cost_ratio"], d.get("own_cost_ratio_interval"), ".2f", "x"),
         ]
         if serving:
+            # its range is in the JSON (`rent_usd_per_m_tokens_interval`); the cost ratios beside it carry
+            # theirs, and a third bracket would not fit 80 columns
             r.append(fmt_number(d["rent_usd_per_m_tokens"], ",.3f"))
         rows.append((*r, d["plan"]))
     return tuple(cols), tuple(rows)
@@ -110,8 +114,8 @@ def _feasible(c: Comparison) -> list[TrainingRow | ServingRow]:
 
 
 def _bars(rows: list, key: str, ys: list[float], scale: float = 1.0) -> dict | None:
-    """Error bars of the training rows' 80 % ranges of `key` (None for serving rows or without ranges)."""
-    ranges = [r.interval(key) if isinstance(r, TrainingRow) else None for r in rows]
+    """Error bars of the rows' 80 % ranges of `key` (None where no row has a range of it)."""
+    ranges = [r.interval(key) for r in rows]
     return error_bars(ys, ranges, scale)
 
 

@@ -22,6 +22,11 @@ RANGE_NOTE = (
     "the measured correlation of their errors"
 )
 
+SERVING_RANGE_NOTE = (
+    "80 % ranges come from the serving model's leave-one-source-out cross-validated error on published "
+    "measurements, by engine family and dense/MoE (tenfold.perf.uncertainty)"
+)
+
 
 def has_interval(e: TrainingEstimate) -> bool:
     """Whether the estimate carries a finite 80 % range (the calibration measured its uncertainty)."""
@@ -41,8 +46,11 @@ def training_intervals(e: TrainingEstimate) -> dict:
 
 
 def interval_note(c: Comparison) -> str:
-    """RANGE_NOTE when any row of `c` carries a range, else ''."""
-    return RANGE_NOTE if any(getattr(r, "intervals", None) for r in c.rows) else ""
+    """The note saying where the ranges come from (training's or serving's) when any row of `c` carries
+    a range, else ''."""
+    if not any(getattr(r, "intervals", None) for r in c.rows):
+        return ""
+    return SERVING_RANGE_NOTE if c.kind == "serving" else RANGE_NOTE
 
 
 def speedup_chart(c: Comparison, key: str) -> Chart | None:

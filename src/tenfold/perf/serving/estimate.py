@@ -9,6 +9,7 @@ memory.py; the curve over concurrency in curve.py.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from tenfold.perf.serving.steady_state import batch_capacity, evaluate, setup_se
 from tenfold.perf.specs.catalog import GiB
 from tenfold.perf.specs.hardware import Hardware
 from tenfold.perf.specs.models import ModelSpec
+from tenfold.perf.uncertainty import serving_group_key
 
 
 def estimate_inference(
@@ -141,7 +143,7 @@ def estimate_for(
             f"concurrency {conc} exceeds the {int(v['cap'])} sequences that fit ({limit}); the "
             "rest queue (TTFT includes the wait)",
         )
-    return InferenceEstimate(
+    est = InferenceEstimate(
         **{**base, "notes": notes},
         **mem_fields,
         feasible=True,
@@ -160,3 +162,15 @@ def estimate_for(
         usd_per_m_total_tokens=usd_per_m_tokens(s.usd_per_gpu_hour, v["total_gpu"]),
         breakdown=ServingStepBreakdown(**{f"{k}_s": v[f"{k}_s"] for k in STEP_PARTS}, step_s=v["step_s"]),
     )
+    return with_interval(est, s.calibration, query)
+
+
+def with_interval(est: InferenceEstimate, cal: Calibration, query: ServingQuery) -> InferenceEstimate:
+    """`est` with the 80 % range of its calibration's measured uncertainty for the query's engine family
+    and dense/MoE model (unchanged when the calibration carries none)."""
+    group = serving_group_key(query.engine.name, query.model.is_moe)
+    if cal.uncertainty is None:
+        return replace(est, uncertainty_group=group)
+    f = cal.uncertainty.factor(group)
+    est = replace(est, uncertainty_group=group, interval_factor=f)
+    return replace(est, interval=est.scaled_interval(est.output_tokens_per_s_per_gpu))

@@ -4,12 +4,24 @@ throughput-versus-interactivity curve). Computed by estimate.py and curve.py."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 from tenfold.perf.errors import Infeasible
 from tenfold.perf.specs.models import ModelSpec
+from tenfold.perf.uncertainty import LEVEL
 
 STEP_PARTS = ("attn_proj", "attention", "ffn", "tp", "ep", "head", "draft", "overhead")
+INTERVAL_FIELDS = (
+    "output_tokens_per_s_per_gpu",
+    "total_tokens_per_s_per_gpu",
+    "output_tokens_per_s_per_user",
+    "ttft_s",
+    "tpot_s",
+    "usd_per_m_output_tokens",
+    "usd_per_m_total_tokens",
+)
+"""Quantities of an estimate that carry an 80 % range (each scales with the modelled step time)."""
 
 # Latencies stay in seconds inside the model; results print them in milliseconds, the unit serving
 # benchmarks report (InferenceMAX, TensorRT-LLM's perf tables) and the keys `--json` always had.
@@ -104,6 +116,11 @@ class InferenceEstimate:
     output_tokens_per_s_per_gpu counts generated tokens, total_tokens_per_s_per_gpu input + output;
     usd_per_m_output_tokens / usd_per_m_total_tokens the cost per million tokens of each kind at
     usd_per_gpu_hour; ttft_s, tpot_s and step_time_s in seconds (`to_dict` gives them in ms).
+
+    interval: the 80 % range of output_tokens_per_s_per_gpu, from the inference calibration's
+    cross-validated error for this engine family and dense/MoE model (`uncertainty_group`,
+    tenfold.perf.uncertainty); interval_factor f gives the same range for any rate, time or cost v as
+    [v / f, v x f] (`scaled_interval`). NaN when the calibration carries no uncertainty.
     """
 
     model: str
@@ -142,15 +159,39 @@ class InferenceEstimate:
     breakdown: ServingStepBreakdown | None
     calibrated: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
+    interval: tuple[float, float] = (math.nan, math.nan)
+    interval_factor: float = math.nan
+    uncertainty_group: str = ""
 
     def raise_if_infeasible(self) -> InferenceEstimate:
         if not self.feasible:
             raise Infeasible(self.reason)
         return self
 
+    def scaled_interval(self, value: float) -> tuple[float, float]:
+        """80 % range of a quantity that scales with this estimate's rates or times: [v / f, v x f]
+        (NaN, NaN without a measured uncertainty)."""
+        f = self.interval_factor
+        return value / f, value * f
+
+    def interval_fields(self) -> dict[str, list[float] | None]:
+        """{"<key>_interval": [low, high] or None} for the rates, latencies (ms) and costs, and the level
+        (the JSON fields; None without a measured uncertainty or when infeasible)."""
+        ranged = math.isfinite(self.interval_factor) and self.feasible
+        out: dict = {}
+        for key in INTERVAL_FIELDS:
+            v = getattr(self, key)
+            name = MS_FIELDS.get(key, key)
+            scale = 1e3 if key in MS_FIELDS else 1.0
+            out[f"{name}_interval"] = [x * scale for x in self.scaled_interval(v)] if ranged else None
+        out["interval_level"] = LEVEL if ranged else None
+        return out
+
     def to_dict(self) -> dict:
-        """JSON-ready, latencies in ms (`ttft_ms`, `tpot_ms`, `step_time_ms`)."""
+        """JSON-ready, latencies in ms (`ttft_ms`, `tpot_ms`, `step_time_ms`), with `<key>_interval`."""
         d = latencies_in_ms(asdict(self))
+        d["interval"] = list(self.interval) if math.isfinite(self.interval_factor) else None
+        d |= self.interval_fields()
         d["notes"] = list(self.notes)
         d["token_kinds"] = {
             "usd_per_m_output_tokens": "generated tokens only",

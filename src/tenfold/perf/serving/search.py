@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
-from tenfold.perf.calibration import load_calibration
+from tenfold.perf.calibration import Calibration, load_calibration
 from tenfold.perf.errors import Infeasible
 from tenfold.perf.serving.curve import curve_for
 from tenfold.perf.serving.presets import Engine
@@ -135,8 +135,10 @@ def search_inference(
     serving_engine: Engine | str = "trtllm",
     max_gpus: int = 128,
     progress: Callable[[int, int], None] | None = None,
+    calibration: Calibration | None = None,
 ) -> ServingSearch:
-    """The highest tok/s/GPU meeting `min_tokens_per_s_per_user` and `max_ttft_ms` (module docstring).
+    """The highest tok/s/GPU meeting `min_tokens_per_s_per_user` and `max_ttft_ms` (module docstring),
+    with `calibration`'s efficiencies (default: the committed inference fit).
 
     Raises ValueError for bad input (unknown names, non-positive limits, a format the GPU cannot run)."""
     if not min_tokens_per_s_per_user > 0 or not max_ttft_ms > 0:
@@ -161,7 +163,7 @@ def search_inference(
     if why:
         raise ValueError(why)
     max_ttft_s = max_ttft_ms / 1e3
-    cal = load_calibration(kind="inference")
+    cal = calibration or load_calibration(kind="inference")
     cands = deployments(m, max_gpus)
     best: ServingPoint | None = None
     fits = 0

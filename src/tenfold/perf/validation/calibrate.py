@@ -1,6 +1,9 @@
-"""Calibrating the training model on a user's own measured runs (`tenfold calibrate training`).
+"""Calibrating the training or serving model on a user's own measured runs (`tenfold calibrate training`,
+`tenfold calibrate inference`).
 
-The runs are a CSV in the shipped validation schema (docs/validation.md). Every row must be predictable
+The runs are a CSV in the shipped validation schema of the kind (docs/validation.md). Every function takes
+`kind` ("training" or "inference"): the rows, their predictor and the calibration's parameters are the
+kind's (`fit.validator`); the procedure is one. Every row must be predictable
 (`load_user_cases` raises ValueError naming the row and the reason otherwise). The fit then:
 
 1. Identification. Each free parameter of the start calibration (the shipped fit by default) is moved by
@@ -38,9 +41,12 @@ from types import MappingProxyType
 import numpy as np
 
 from tenfold.perf.calibration import Calibration, load_calibration
-from tenfold.perf.validation.fit import fit_calibration
+from tenfold.perf.validation.fit import fit_calibration, validator
 from tenfold.perf.validation.rows import read_rows
-from tenfold.perf.validation.training import REQUIRED, TrainingCase, case_from_row, predict_case
+from tenfold.perf.validation.serving import ServingCase
+from tenfold.perf.validation.training import TrainingCase
+
+Case = TrainingCase | ServingCase
 
 IDENTIFY_TOL = 1e-3
 """A parameter is identified when moving it changes some row's prediction by more than this fraction."""
@@ -54,19 +60,21 @@ IDENTIFY_STEP = 0.2
 """How far each parameter is moved to test identification, as a fraction of its physical range."""
 
 
-def load_user_cases(path: str | Path) -> list[TrainingCase]:
-    """Every row of a user's runs CSV as a predictable TrainingCase. ValueError naming each bad row (its id,
+def load_user_cases(path: str | Path, *, kind: str = "training") -> list[Case]:
+    """Every row of a user's runs CSV as a predictable case of `kind`. ValueError naming each bad row (its id,
     or its line number when the id is empty) and why: a missing column or empty cell, an unknown GPU, a
-    layout whose TP·PP·DP·CP is not num_gpus, a value that is not a positive number, ..."""
-    rows = read_rows(path, REQUIRED)
+    layout whose TP·PP·DP·CP is not num_gpus, a value that is not a positive number, a deployment that does
+    not fit, ..."""
+    v = validator(kind)
+    rows = read_rows(path, v.REQUIRED)
     if not rows:
         raise ValueError("the file has no rows")
-    shipped = load_calibration()
+    shipped = load_calibration(kind=kind)
     cases, bad = [], []
     for i, row in enumerate(rows):
         rid = (row.get("id") or "").strip() or f"line {i + 2}"
         try:
-            case = case_from_row(row)
+            case = v.case_from_row(row)
         except (ValueError, TypeError, ZeroDivisionError) as exc:
             bad.append(f"row {rid}: {exc}")
             continue
@@ -74,8 +82,8 @@ def load_user_cases(path: str | Path) -> list[TrainingCase]:
             bad.append(f"row {rid}: {case.reason}")
         elif not (math.isfinite(case.measured) and case.measured > 0):
             bad.append(f"row {rid}: value must be a positive number, got {row.get('value')!r}")
-        elif not math.isfinite(predict_case(case, shipped).predicted):
-            bad.append(f"row {rid}: no plan of the row's layout is valid for the model (check the layout)")
+        elif not math.isfinite((res := v.predict_case(case, shipped)).predicted):
+            bad.append(f"row {rid}: the row's layout cannot run the model ({res.layout})")
         else:
             cases.append(case)
     if bad:
@@ -100,9 +108,10 @@ def with_value(cal: Calibration, name: str, value: float) -> Calibration:
     return replace(cal, **{name: value})
 
 
-def sensitivities(cases: list[TrainingCase], cal: Calibration) -> dict[str, np.ndarray]:
+def sensitivities(cases: list[Case], cal: Calibration, *, kind: str = "training") -> dict[str, np.ndarray]:
     """Free parameter -> per-row largest |relative change of the prediction| when the parameter moves by
     ±IDENTIFY_STEP of its range (module docstring, step 1)."""
+    predict_case = validator(kind).predict_case
     base = np.array([predict_case(c, cal).predicted for c in cases])
     out = {}
     for name in cal.free_names():
@@ -112,7 +121,7 @@ def sensitivities(cases: list[TrainingCase], cal: Calibration) -> dict[str, np.n
         for q in (min(p + IDENTIFY_STEP, 1.0), max(p - IDENTIFY_STEP, 0.0)):
             moved = with_value(cal, name, lo + (hi - lo) * q)
             pred = np.array([predict_case(c, moved).predicted for c in cases])
-            change = np.maximum(change, np.abs(pred / base - 1.0))
+            change = np.maximum(change, np.nan_to_num(np.abs(pred / base - 1.0)))
         out[name] = change
     return out
 
@@ -194,13 +203,14 @@ def candidate_counts(most: int) -> list[float]:
 
 
 def fit_top(
-    cases: list[TrainingCase],
+    cases: list[Case],
     start: Calibration,
     count: float,
     *,
     iters: int,
     restarts: int,
     progress: Callable[[int, int], None] | None = None,
+    kind: str = "training",
 ) -> tuple[Calibration, list[str]]:
     """`start` with its `count` most sensitive parameters (on `cases`) fitted to `cases`, and their names
     (count = SHARED_SCALE: one factor on every GEMM efficiency)."""
@@ -214,9 +224,10 @@ def fit_top(
             progress=progress,
             error_cap=USER_ERROR_CAP,
             tie=dict(start.gemm_efficiency),
+            kind=kind,
         )
         return cal, [f"gemm:{k}" for k in sorted(start.gemm_efficiency)]
-    ranked, _ = rank_parameters(sensitivities(cases, start))
+    ranked, _ = rank_parameters(sensitivities(cases, start, kind=kind))
     names = ranked[: min(count, max_parameters(len(cases), len(ranked)))]
     fixed = [n for n in start.free_names() if n not in names]
     held = replace(start, fit=MappingProxyType({"fixed_parameters": fixed}))
@@ -229,20 +240,23 @@ def fit_top(
         restarts=restarts,
         progress=progress,
         error_cap=USER_ERROR_CAP,
+        kind=kind,
     )
     return cal, names
 
 
 def held_out_errors(
-    cases: list[TrainingCase],
+    cases: list[Case],
     start: Calibration,
     counts: list[float],
     *,
     iters: int,
     tick: Callable[[], None],
+    kind: str = "training",
 ) -> dict[float, float]:
     """Parameter count -> MAPE of each row predicted by a fit without it (module docstring, step 3): leave
     one out up to `FOLDS` rows, else `FOLDS` interleaved folds."""
+    predict_case = validator(kind).predict_case
     folds = min(len(cases), FOLDS)
     out = {}
     for count in counts:
@@ -250,7 +264,7 @@ def held_out_errors(
         for f in range(folds):
             train = [c for i, c in enumerate(cases) if i % folds != f]
             test = [c for i, c in enumerate(cases) if i % folds == f]
-            cal = fit_top(train, start, count, iters=iters, restarts=1)[0] if count else start
+            cal = fit_top(train, start, count, iters=iters, restarts=1, kind=kind)[0] if count else start
             errs += [abs(predict_case(c, cal).error) for c in test]
             tick()
         out[count] = float(np.mean(errs))
@@ -258,20 +272,23 @@ def held_out_errors(
 
 
 def calibrate_on_runs(
-    cases: list[TrainingCase],
+    cases: list[Case],
     *,
     start: Calibration | None = None,
     iters: int = 300,
     restarts: int = 2,
     source: str = "",
-    start_label: str = "the shipped calibration (tenfold/data/calibration/training.toml)",
+    start_label: str = "",
     progress: Callable[[int, int], None] | None = None,
+    kind: str = "training",
 ) -> CalibrationResult:
     """Fit what these rows identify and what holds out of sample on them (module docstring), starting from
-    `start` (default: the shipped calibration). `source` (the runs file's name) goes to the [fit] section.
-    `progress(done, total)` counts the cross-check fits, then the final fit's iterations."""
-    start = replace(start or load_calibration(), fit=MappingProxyType({}))
-    sens = sensitivities(cases, start)
+    `start` (default: the shipped calibration of `kind`). `source` (the runs file's name) goes to the [fit]
+    section. `progress(done, total)` counts the cross-check fits, then the final fit's iterations."""
+    predict_case = validator(kind).predict_case
+    start_label = start_label or f"the shipped calibration (tenfold/data/calibration/{kind}.toml)"
+    start = replace(start or load_calibration(kind=kind), fit=MappingProxyType({}))
+    sens = sensitivities(cases, start, kind=kind)
     ranked, unidentified = rank_parameters(sens)
     most = max_parameters(len(cases), len(ranked))
     counts = candidate_counts(most) if len(cases) >= 2 and most else [most]
@@ -283,12 +300,16 @@ def calibrate_on_runs(
         if progress:
             progress(done[0], cv_total + restarts * iters)
 
-    held_out = held_out_errors(cases, start, counts, iters=max(40, iters // 4), tick=tick) if cv_total else {}
+    held_out = (
+        held_out_errors(cases, start, counts, iters=max(40, iters // 4), tick=tick, kind=kind)
+        if cv_total
+        else {}
+    )
     # fewest parameters within 0.5 point of the best held-out error: do not chase noise with more
     best = min(held_out.values()) if held_out else 0.0
     count = min((k for k, v in held_out.items() if v <= best + 0.005), default=most)
     sub = None if progress is None else (lambda d, t: progress(cv_total + d, cv_total + t))
-    cal, fitted = fit_top(cases, start, count, iters=iters, restarts=restarts, progress=sub)
+    cal, fitted = fit_top(cases, start, count, iters=iters, restarts=restarts, progress=sub, kind=kind)
     if progress is not None:
         progress(cv_total + restarts * iters, cv_total + restarts * iters)
     warnings = selection_warnings(len(cases), ranked, unidentified, fitted, most, held_out)

@@ -1,4 +1,4 @@
-"""Leave-one-source-out cross-validation of the training model, and the uncertainty it measures.
+"""Leave-one-source-out cross-validation of the training and serving models, and their uncertainty.
 
 Rows from one publication or software release share their authors' tuning, cluster and counting
 conventions, so holding out single rows flatters a model: its siblings stay in the fit. Here every row of a
@@ -6,12 +6,16 @@ conventions, so holding out single rows flatters a model: its siblings stay in t
 of that group, starting from and shrunk toward a prior that owes nothing to the validation rows. Rows marked
 `split = holdout` are never fitted on; the full fit predicts them.
 
-The cross-validated errors give the spread of log(predicted / measured) per GPU generation and dense/MoE
-(`tenfold.perf.uncertainty`); the coverage of the resulting 80 % intervals is itself measured without the
-row's own source (each row's interval uses the spreads of the other sources' errors only).
+The cross-validated errors give the spread of log(predicted / measured) per group (training: GPU generation
+and dense/MoE; serving: engine family and dense/MoE; `tenfold.perf.uncertainty`); the coverage of the
+resulting 80 % intervals is itself measured without the row's own source (each row's interval uses the
+spreads of the other sources' errors only). The inference CV takes about 20 s on two cores (32 rows).
 
-`python -m tenfold.perf.validation.fit --cv --write` runs it and stores the per-row results in
-`data/validation/training_cv.csv`, which `tenfold validate training` prints beside the in-sample errors.
+`python -m tenfold.perf.validation.crossval --kind training|inference --write` runs it, rewrites the
+kind's calibration (`data/calibration/<kind>.toml`, with its [uncertainty]) and stores the per-row results
+in `data/validation/<kind>_cv.csv`, which `tenfold validate <kind>` prints beside the in-sample errors.
+The same procedure serves both kinds: the case type, its predictor and its group come from
+`fit.validator(kind)`.
 """
 
 from __future__ import annotations
@@ -31,10 +35,13 @@ from tenfold.perf.calibration import Calibration, calibration_to_toml, load_cali
 from tenfold.perf.measured.prior import measured_gemm_efficiencies
 from tenfold.perf.measured.tables import available
 from tenfold.perf.specs.catalog import data_dir
-from tenfold.perf.uncertainty import Uncertainty, group_key, pooled_spreads
+from tenfold.perf.uncertainty import Uncertainty, pooled_spreads
 from tenfold.perf.validation.cvresults import CVRow, default_cv_path, summary, write_cv
-from tenfold.perf.validation.fit import fit_calibration
-from tenfold.perf.validation.training import TrainingCase, load_cases, predict_case
+from tenfold.perf.validation.fit import fit_calibration, validator
+from tenfold.perf.validation.serving import ServingCase
+from tenfold.perf.validation.training import TrainingCase
+
+Case = TrainingCase | ServingCase
 
 PHYSICAL_DEFAULTS = {
     "attention_efficiency": 0.8,
@@ -44,12 +51,17 @@ PHYSICAL_DEFAULTS = {
     "alltoall_efficiency": 0.6,
     "kernel_overhead_us": 4.0,
     "moe_layer_overhead_us": 500.0,
+    "moe_efficiency": 0.5,
+    "step_overhead_us": 100.0,
 }
 """Round physical values the fit starts from and shrinks toward (not fitted on any row): FlashAttention
 at ~80 % of a GEMM's rate, streaming kernels at 85 % of HBM bandwidth, NCCL bus bandwidth at 75 % of NVLink
 and 85 % of the network's line rate, all-to-all at 60 % of a ring, a few microseconds per kernel and half a
 millisecond of MoE dispatch overhead per layer. GEMMs start at the calibration's fallback efficiency unless
-measured kernel tables give a better prior."""
+measured kernel tables give a better prior. The serving calibration's own parameters (only a calibration
+that has them takes them): grouped expert GEMMs at half a dense GEMM's roofline, a tenth of a millisecond
+of scheduling per engine step. Parameters the template's [fit]
+lists as fixed keep the template's value (they are not fitted, so the prior must not move them)."""
 DEFAULT_PENALTY = 0.0
 """Shrinkage toward the prior. Cross-validation chose none: with free GEMM efficiencies and no penalty the
 leave-one-source-out MAPE is 14.6 % against 15.8 % for efficiencies tied to the measured kernel tables with
@@ -62,19 +74,23 @@ def physical_prior(template: Calibration, gemm: dict[str, float] | None = None) 
     """A calibration of physical defaults with `template`'s keys: GEMM efficiencies from `gemm` (e.g.
     measured kernel tables) or the fallback efficiency, the rest from PHYSICAL_DEFAULTS."""
     gemm = gemm or {}
-    values = {k: gemm.get(k, template.fallback_gemm_efficiency) for k in template.gemm_efficiency}
+    held = set(template.fit.get("fixed_parameters", ()))
+    values = {
+        k: v if f"gemm:{k}" in held else gemm.get(k, template.fallback_gemm_efficiency)
+        for k, v in template.gemm_efficiency.items()
+    }
     fixed = {k: v for k, v in template.fit.items() if k == "fixed_parameters"}
     return replace(
         template,
         gemm_efficiency=MappingProxyType(values),
         uncertainty=None,
         fit=MappingProxyType(fixed),
-        **{k: v for k, v in PHYSICAL_DEFAULTS.items() if hasattr(template, k)},
+        **{k: v for k, v in PHYSICAL_DEFAULTS.items() if hasattr(template, k) and k not in held},
     )
 
 
 def cross_validate(
-    cases: Sequence[TrainingCase],
+    cases: Sequence[Case],
     *,
     prior: Calibration,
     penalty: float = DEFAULT_PENALTY,
@@ -83,11 +99,14 @@ def cross_validate(
     progress: Callable[[str], None] | None = None,
     tie: dict[str, float] | None = None,
     workers: int = 1,
+    kind: str = "training",
 ) -> dict[str, float]:
     """id -> predicted value for every fitted row, each from a fit without its source group. `workers` > 1
-    runs the folds in that many forked processes (where the platform forks; serially otherwise)."""
+    runs the folds in that many forked processes (where the platform forks; serially otherwise). Rows whose
+    prediction is not finite (infeasible as stated) are left out."""
+    predict = validator(kind).predict_case
     fit_rows = [c for c in cases if not c.reason and c.split != "holdout"]
-    groups: dict[str, list[TrainingCase]] = defaultdict(list)
+    groups: dict[str, list[Case]] = defaultdict(list)
     for c in fit_rows:
         groups[c.source].append(c)
     sources = sorted(groups)
@@ -104,8 +123,10 @@ def cross_validate(
             restarts=restarts,
             exclude=frozenset(c.id for c in groups[source]),
             tie=tie,
+            kind=kind,
         )
-        return {c.id: predict_case(c, cal).predicted for c in groups[source]}
+        out = {c.id: predict(c, cal).predicted for c in groups[source]}
+        return {i: p for i, p in out.items() if math.isfinite(p)}
 
     out: dict[str, float] = {}
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
@@ -133,8 +154,9 @@ def _log_error(predicted: float, measured: float) -> float:
     return math.log(predicted / measured)
 
 
-def cv_rows(cases: Sequence[TrainingCase], predicted: dict[str, float]) -> list[CVRow]:
+def cv_rows(cases: Sequence[Case], predicted: dict[str, float], *, kind: str = "training") -> list[CVRow]:
     """Score cross-validated predictions; each interval uses the spreads of the other sources' rows."""
+    case_group = validator(kind).case_group
     by_id = {c.id: c for c in cases}
     logs = {i: _log_error(p, by_id[i].measured) for i, p in predicted.items()}
     without: dict[str, Uncertainty] = {}  # source -> spreads of every other source's rows
@@ -163,10 +185,6 @@ def cv_rows(cases: Sequence[TrainingCase], predicted: dict[str, float]) -> list[
     return out
 
 
-def case_group(case: TrainingCase) -> str:
-    return group_key(case.hardware.arch, case.model.is_moe)
-
-
 def uncertainty_from_errors(
     errors: dict[str, list[float]], *, ratio_correlation: float = 0.0, method: str = ""
 ) -> Uncertainty:
@@ -181,10 +199,10 @@ def uncertainty_from_errors(
     )
 
 
-def ratio_correlation(cases: Sequence[TrainingCase], predicted: dict[str, float]) -> tuple[float, int]:
+def ratio_correlation(cases: Sequence[Case], predicted: dict[str, float]) -> tuple[float, int]:
     """Correlation of two GPUs' log errors on the same model in the same source (release), over all such
     pairs of cross-validated rows: sum(ra rb) / sqrt(sum ra^2 sum rb^2). Returns (rho, pairs)."""
-    by_key: dict[tuple[str, str], list[TrainingCase]] = defaultdict(list)
+    by_key: dict[tuple[str, str], list[Case]] = defaultdict(list)
     for c in cases:
         if c.id in predicted:
             by_key[(c.source, c.model_name)].append(c)
@@ -203,9 +221,12 @@ def ratio_correlation(cases: Sequence[TrainingCase], predicted: dict[str, float]
     return max(-1.0, min(1.0, num / math.sqrt(sa * sb))), pairs
 
 
-def measured_uncertainty(cases: Sequence[TrainingCase], predicted: dict[str, float]) -> Uncertainty:
+def measured_uncertainty(
+    cases: Sequence[Case], predicted: dict[str, float], *, kind: str = "training"
+) -> Uncertainty:
     """The Uncertainty a calibration file carries: spreads from all cross-validated rows, and the ratio
     correlation from same-release pairs."""
+    case_group = validator(kind).case_group
     by_id = {c.id: c for c in cases}
     errors: dict[str, list[float]] = defaultdict(list)
     for i, p in predicted.items():
@@ -233,7 +254,7 @@ def measured_gemm(template: Calibration) -> tuple[dict[str, float], str]:
 
 
 def fit_with_uncertainty(
-    cases: Sequence[TrainingCase],
+    cases: Sequence[Case],
     *,
     template: Calibration,
     penalty: float = DEFAULT_PENALTY,
@@ -242,9 +263,11 @@ def fit_with_uncertainty(
     progress: Callable[[str], None] | None = None,
     tie: bool = False,
     workers: int = 1,
+    kind: str = "training",
 ) -> tuple[Calibration, list[CVRow]]:
     """Fit on all fitted rows from the prior, cross-validate the same procedure by source, and attach the
-    measured uncertainty: (calibration, cross-validated rows)."""
+    measured uncertainty: (calibration, cross-validated rows). `kind` picks the model (training or
+    inference) and its rows."""
     measured, measured_source = measured_gemm(template) if tie else ({}, "not used")
     prior = physical_prior(template)
     if progress is not None:
@@ -257,6 +280,7 @@ def fit_with_uncertainty(
         iters=iters,
         restarts=restarts,
         tie=measured or None,
+        kind=kind,
     )
     predicted = cross_validate(
         cases,
@@ -267,23 +291,27 @@ def fit_with_uncertainty(
         progress=progress,
         tie=measured or None,
         workers=workers,
+        kind=kind,
     )
-    rows = cv_rows(cases, predicted)
+    rows = cv_rows(cases, predicted, kind=kind)
     info = dict(full.fit) | {
         "gemm_reference": measured_source,
         "penalty": penalty,
         "cv_mape": round(summary(rows)["mape"], 5),
         "cv_coverage": round(summary(rows)["coverage"], 4),
     }
-    cal = replace(full, uncertainty=measured_uncertainty(cases, predicted), fit=MappingProxyType(info))
+    unc = measured_uncertainty(cases, predicted, kind=kind)
+    cal = replace(full, uncertainty=unc, fit=MappingProxyType(info))
     return cal, rows
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
-        description="Refit the training calibration, cross-validate it by source and measure its uncertainty."
+        description="Refit a calibration (training or inference), cross-validate it by source and measure "
+        "its uncertainty."
     )
-    ap.add_argument("--write", action="store_true", help="rewrite training.toml and training_cv.csv")
+    ap.add_argument("--kind", choices=["training", "inference"], default="training")
+    ap.add_argument("--write", action="store_true", help="rewrite <kind>.toml and <kind>_cv.csv")
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--penalty", type=float, default=DEFAULT_PENALTY)
     ap.add_argument(
@@ -292,20 +320,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="folds run in parallel")
     args = ap.parse_args(argv)
     t0 = time.time()
-    cases = load_cases()
+    kind = args.kind
+    cases = validator(kind).load_cases()
     cal, rows = fit_with_uncertainty(
         cases,
-        template=load_calibration(),
+        template=load_calibration(kind=kind),
         penalty=args.penalty,
         iters=args.iters,
         tie=args.tie,
         workers=args.workers,
+        kind=kind,
         progress=lambda s: print(f"[{time.time() - t0:6.0f} s] fitting without {s}", flush=True),
     )
     header = (
-        "Fitted by `python -m tenfold.perf.validation.crossval --write`\n"
+        f"Fitted by `python -m tenfold.perf.validation.crossval --kind {kind} --write`\n"
         "(tenfold.perf.validation.crossval.fit_with_uncertainty) on\n"
-        "tenfold/data/validation/training_runs.csv (rows with split = holdout are never fitted);\n"
+        f"tenfold/data/validation/{kind}_runs.csv (rows with split = holdout are never fitted);\n"
         "see tenfold.perf.calibration for what each value means and BOUNDS for each one's physical\n"
         "range, tenfold.perf.uncertainty for the [uncertainty] section."
     )
@@ -316,13 +346,13 @@ def main(argv: list[str] | None = None) -> None:
     s = summary(rows)
     print(
         f"leave-one-source-out MAPE {s['mape']:.1%}, "
-        f"80 % interval coverage {s['coverage']:.0%} ({s['rows']} rows)"
+        f"80 % interval coverage {s['coverage']:.0%} ({s['rows']} rows); {time.time() - t0:.0f} s"
     )
     if args.write:
-        target = Path(str(data_dir("calibration") / "training.toml"))
+        target = Path(str(data_dir("calibration") / f"{kind}.toml"))
         target.write_text(text)
-        write_cv(rows, default_cv_path())
-        print(f"wrote {target} and {default_cv_path()}")
+        write_cv(rows, default_cv_path(kind))
+        print(f"wrote {target} and {default_cv_path(kind)}")
 
 
 if __name__ == "__main__":

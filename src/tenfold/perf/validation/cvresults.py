@@ -1,7 +1,9 @@
-"""Stored results of the leave-one-source-out cross-validation (`data/validation/training_cv.csv`).
+"""Stored results of the leave-one-source-out cross-validation (`data/validation/<kind>_cv.csv`, kind
+training or inference).
 
-Written by `python -m tenfold.perf.validation.crossval --write` (minutes of fitting); read by
-`tenfold validate training`, which prints each row's out-of-source error beside its in-sample error.
+Written by `python -m tenfold.perf.validation.crossval --kind KIND --write`; read by `tenfold validate
+training` and `tenfold validate inference`, which print each row's out-of-source error beside its in-sample
+error (`attach_cv`).
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.uncertainty import spread
@@ -38,8 +41,9 @@ class CVRow:
 CV_COLUMNS = ("id", "source", "group", "measured", "predicted", "error", "low", "high")
 
 
-def default_cv_path() -> Path:
-    return Path(str(data_dir("validation") / "training_cv.csv"))
+def default_cv_path(kind: str = "training") -> Path:
+    """Where the cross-validation of a kind ("training", "inference") is stored."""
+    return Path(str(data_dir("validation") / f"{kind}_cv.csv"))
 
 
 def write_cv(rows: Sequence[CVRow], path: str | Path) -> None:
@@ -61,9 +65,9 @@ def write_cv(rows: Sequence[CVRow], path: str | Path) -> None:
             )
 
 
-def read_cv(path: str | Path | None = None) -> dict[str, CVRow]:
-    """The stored cross-validation results (empty when the file is absent)."""
-    path = Path(path) if path is not None else default_cv_path()
+def read_cv(path: str | Path | None = None, *, kind: str = "training") -> dict[str, CVRow]:
+    """The stored cross-validation results of a kind (empty when the file is absent)."""
+    path = Path(path) if path is not None else default_cv_path(kind)
     if not path.exists():
         return {}
     with open(path, newline="") as fh:
@@ -88,3 +92,32 @@ def summary(rows: Sequence[CVRow]) -> dict[str, float]:
         "rows": len(rows),
         "log_spread": spread(math.log(r.predicted / r.measured) for r in rows),
     }
+
+
+def attach_cv(results: Sequence[Any], cv: dict[str, CVRow], *, fitted_on: str = "") -> tuple[list, dict]:
+    """Validation rows (`RowResult`s) with their stored out-of-source error and interval (`cv_error`,
+    `cv_interval`) where the cross-validation covers the row with the same measured value, and the report's
+    `cross_validation` figures over those rows (empty when none matched)."""
+    matched = {
+        r.id: cv[r.id]
+        for r in results
+        if r.id in cv and math.isclose(cv[r.id].measured, r.measured, rel_tol=1e-5)
+    }
+    out = [
+        replace(r, cv_error=matched[r.id].error, cv_interval=(matched[r.id].low, matched[r.id].high))
+        if r.id in matched
+        else r
+        for r in results
+    ]
+    if not matched:
+        return out, {}
+    s = summary(list(matched.values()))
+    info = {
+        "method": "leave-one-source-out: each row predicted by a calibration fitted without its source",
+        "mape": s["mape"],
+        "coverage": s["coverage"],
+        "rows": s["rows"],
+        "sources": len({c.source for c in matched.values()}),
+        "fitted_on": fitted_on,
+    }
+    return out, info

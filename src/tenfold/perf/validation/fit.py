@@ -80,8 +80,8 @@ def nelder_mead(
     return simplex[int(np.argmin(values))]
 
 
-def _validator(kind: str):
-    """The validation module whose `load_cases` / `predict_case` a fit of this kind uses."""
+def validator(kind: str):
+    """The validation module whose `load_cases` / `predict_case` / `case_group` a fit of this kind uses."""
     calibration_kind(kind)
     return serving if kind == "inference" else training
 
@@ -116,7 +116,7 @@ def fit_calibration(
     and formats.
     `error_cap` replaces ERROR_CAP (a user's few rows of one stack may all start beyond 50 %).
     """
-    validate = _validator(kind)
+    validate = validator(kind)
     cases = validate.load_cases() if cases is None else cases
     cases = [c for c in cases if c.reason == "" and c.id not in exclude and c.split != "holdout"]
     start = start or prior or load_calibration(kind=kind)
@@ -177,7 +177,7 @@ def leave_one_out(
     cases=None, *, start: Calibration | None = None, iters: int = 250, kind: str = "training"
 ) -> dict[str, float]:
     """Refit without each row and predict it: id -> held-out signed error (predicted/measured - 1)."""
-    validate = _validator(kind)
+    validate = validator(kind)
     cases = validate.load_cases() if cases is None else cases
     start = start or load_calibration(kind=kind)
     out = {}

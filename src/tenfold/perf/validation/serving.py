@@ -26,7 +26,7 @@ reason; none is dropped. The report is the training validation's (`validate.buil
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tenfold.perf.calibration import Calibration, load_calibration
@@ -36,6 +36,8 @@ from tenfold.perf.serving.query import ServingQuery
 from tenfold.perf.serving.results import Deployment
 from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.specs.hardware import list_hardware
+from tenfold.perf.uncertainty import serving_group_key
+from tenfold.perf.validation.cvresults import attach_cv, read_cv
 from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model, row_origin
 from tenfold.perf.validation.training import (
     RowResult,
@@ -194,6 +196,12 @@ def load_cases(path: str | Path | None = None) -> list[ServingCase]:
     return [case_from_row(row) for row in read_rows(path, REQUIRED)]
 
 
+def case_group(case: ServingCase) -> str:
+    """A row's uncertainty group: engine family and dense/MoE (tenfold.perf.uncertainty)."""
+    assert case.query is not None, case.reason
+    return serving_group_key(case.query.engine.name, case.query.model.is_moe)
+
+
 def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
     """Predict one resolved case; an infeasible configuration comes back with a NaN prediction."""
     assert not case.reason, case.reason
@@ -204,6 +212,8 @@ def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
     wo = " weight-only" if q.weight_only else ""
     layout = f"{q.deployment.describe()} {q.precision}{wo}/kv {q.formats.kv} {q.engine.name}"
     batch = f"batch {est.batch_per_rank}/rank ({est.limited_by})" if est.feasible else est.reason
+    u = calibration.uncertainty
+    interval = u.interval(pred, case_group(case)) if u is not None and est.feasible else None
     return RowResult(
         id=case.id,
         model=case.model_name,
@@ -219,13 +229,18 @@ def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
         memory_GiB=est.weights_GiB + est.workspace_GiB + max(est.kv_budget_GiB, 0.0),
         assumed=case.assumed + est.notes,
         split=case.split,
+        interval=interval,
     )
 
 
 def validate_inference(
     path: str | Path | None = None, *, calibration: Calibration | None = None
 ) -> ValidationReport:
-    """Predict every row of an inference CSV (default: the shipped rows) and summarise the errors."""
+    """Predict every row of an inference CSV (default: the shipped rows) and summarise the errors.
+
+    With the shipped calibration, rows the stored leave-one-source-out cross-validation
+    (`data/validation/inference_cv.csv`) covers carry their out-of-source error and interval, and the
+    report's `cross_validation` holds that MAPE and coverage (as for training)."""
     cal = calibration or load_calibration(kind="inference")
     cases = load_cases(path)
     results, unpredictable = [], []
@@ -238,5 +253,8 @@ def validate_inference(
             results.append(r)
         else:
             unpredictable.append((c.id, f"infeasible as stated: {r.layout}"))
+    cv = read_cv(kind="inference") if calibration is None else {}
+    results, info = attach_cv(results, cv, fitted_on=dict(cal.fit).get("date", ""))
     moe = {c.id for c in cases if c.query is not None and c.query.model.is_moe}
-    return build_report(results, unpredictable, moe)
+    report = build_report(results, unpredictable, moe)
+    return replace(report, cross_validation=info) if info else report

@@ -42,7 +42,7 @@ from tenfold.perf.training.layout import RECOMPUTE, Layout
 from tenfold.perf.training.stack import Stack, stack
 from tenfold.perf.training.step import evaluate_plans
 from tenfold.perf.uncertainty import group_key
-from tenfold.perf.validation.cvresults import read_cv, summary
+from tenfold.perf.validation.cvresults import attach_cv, read_cv
 from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model, row_origin
 
 METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "time_to_train_min")
@@ -394,7 +394,7 @@ def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
         else [f"range over {len(idx)} of {len(lays)} {kind}; nearest the midpoint: {lay.describe()}"]
     )
     u = calibration.uncertainty
-    interval = None if u is None else u.interval(pred, group_key(case.hardware.arch, case.model.is_moe))
+    interval = None if u is None else u.interval(pred, case_group(case))
     return RowResult(
         id=case.id,
         model=case.model_name,
@@ -413,6 +413,11 @@ def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
         interval=interval,
         predicted_range=span,
     )
+
+
+def case_group(case: TrainingCase) -> str:
+    """A row's uncertainty group: GPU generation and dense/MoE (tenfold.perf.uncertainty.group_key)."""
+    return group_key(case.hardware.arch, case.model.is_moe)
 
 
 def _mape(rows: list[RowResult]) -> float:
@@ -458,27 +463,7 @@ def validate_training(
     cases = load_cases(path)
     results = [predict_case(c, cal) for c in cases if not c.reason]
     cv = read_cv() if calibration is None else {}
-    matched = [
-        cv[r.id] for r in results if r.id in cv and math.isclose(cv[r.id].measured, r.measured, rel_tol=1e-5)
-    ]
-    by_id = {c.id: c for c in matched}
-    results = [
-        replace(r, cv_error=by_id[r.id].error, cv_interval=(by_id[r.id].low, by_id[r.id].high))
-        if r.id in by_id
-        else r
-        for r in results
-    ]
+    results, info = attach_cv(results, cv, fitted_on=dict(cal.fit).get("date", ""))
     moe = {c.id for c in cases if c.model is not None and c.model.is_moe}
     report = build_report(results, [(c.id, c.reason) for c in cases if c.reason], moe)
-    if not matched:
-        return report
-    s = summary(matched)
-    info = {
-        "method": "leave-one-source-out: each row predicted by a calibration fitted without its source",
-        "mape": s["mape"],
-        "coverage": s["coverage"],
-        "rows": s["rows"],
-        "sources": len({c.source for c in matched}),
-        "fitted_on": dict(cal.fit).get("date", ""),
-    }
-    return replace(report, cross_validation=info)
+    return replace(report, cross_validation=info) if info else report

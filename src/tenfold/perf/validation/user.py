@@ -1,9 +1,10 @@
-"""A calibration given by the user (a file `tenfold calibrate training` wrote, or the same tables sent to the
-web API), checked before it is used: every table and key the training model needs, no unknown key, and
-every fitted value inside its physical range (`tenfold.perf.calibration.BOUNDS`).
+"""A calibration given by the user (a file `tenfold calibrate training|inference` wrote, or the same tables
+sent to the web API), checked before it is used: every table and key the kind's model needs (the serving
+model has three parameters more than training's), no unknown key, and every fitted value inside its
+physical range (`tenfold.perf.calibration.BOUNDS`).
 
-The shipped `training.toml` passes these checks; a file that fails them raises ValueError with the reason,
-so the CLI can exit 2 and the web API answer 422 naming the field.
+The shipped `training.toml` and `inference.toml` pass these checks; a file that fails them raises
+ValueError with the reason, so the CLI can exit 2 and the web API answer 422 naming the field.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from tenfold.perf.calibration import BOUNDS, Calibration, calibration_from_dict
+from tenfold.perf.calibration import BOUNDS, Calibration, calibration_from_dict, calibration_kind
 from tenfold.perf.uncertainty import uncertainty_from_dict
 
 TABLES = ("gemm_efficiency", "parameters", "fixed", "fit", "uncertainty")
@@ -43,10 +44,12 @@ def _table(d: dict, name: str) -> dict:
     return t
 
 
-def check_calibration_dict(d: Any) -> Calibration:
-    """A training calibration from its tables (the TOML layout of `calibration_to_toml`), checked: the
-    tables [gemm_efficiency] (keys "<arch>/<16|8|4>") and [parameters] (every fraction and overhead)
-    present, no unknown table or key, each value within BOUNDS. ValueError with the reason otherwise."""
+def check_calibration_dict(d: Any, *, kind: str = "training") -> Calibration:
+    """A calibration of `kind` (training or inference) from its tables (the TOML layout of
+    `calibration_to_toml`), checked: the tables [gemm_efficiency] (keys "<arch>/<16|8|4>") and [parameters]
+    (every fraction and overhead of the kind) present, no unknown table or key, each value within BOUNDS.
+    ValueError with the reason otherwise (a training file given for inference lacks the serving keys)."""
+    cls = calibration_kind(kind)
     if not isinstance(d, dict):
         raise ValueError(f"a calibration is a table of tables, got {type(d).__name__}")
     unknown = [k for k in d if k not in TABLES]
@@ -58,22 +61,23 @@ def check_calibration_dict(d: Any) -> Calibration:
     gemm = _table(d, "gemm_efficiency")
     if not gemm:
         raise ValueError("[gemm_efficiency] is empty: give at least one '<arch>/<bits>' efficiency")
-    lo, hi = BOUNDS["gemm"]
+    lo, hi = cls.GEMM_BOUNDS
     for key, v in gemm.items():
         arch, _, bits = str(key).partition("/")
         if not arch or bits not in BITS:
             raise ValueError(f"[gemm_efficiency] key {key!r} is not '<arch>/<bits>' with bits 16, 8 or 4")
         _number(f"gemm_efficiency[{key!r}]", v, lo, hi)
     params = _table(d, "parameters")
-    names = (*Calibration.FRACTION_FIELDS, *Calibration.OVERHEAD_FIELDS)
+    names = (*cls.FRACTION_FIELDS, *cls.OVERHEAD_FIELDS)
     unknown = [k for k in params if k not in names]
     if unknown:
         raise ValueError(
-            f"[parameters] unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(names)}"
+            f"[parameters] unknown key(s) {', '.join(map(repr, unknown))} for a {kind} calibration; "
+            f"known: {', '.join(names)}"
         )
     missing = [k for k in names if k not in params]
     if missing:
-        raise ValueError(f"[parameters] missing key(s): {', '.join(missing)}")
+        raise ValueError(f"[parameters] missing key(s) of a {kind} calibration: {', '.join(missing)}")
     for k in names:
         _number(f"parameters.{k}", params[k], *BOUNDS[k])
     fixed = _table(d, "fixed")
@@ -90,11 +94,12 @@ def check_calibration_dict(d: Any) -> Calibration:
         if "pooled" not in u:
             raise ValueError("[uncertainty] needs `pooled` (the spread of all rows' log errors)")
         uncertainty_from_dict(u)  # ValueError naming the bad spread or correlation
-    return calibration_from_dict(d)
+    return calibration_from_dict(d, kind=kind)
 
 
-def load_user_calibration(path: str | Path) -> Calibration:
-    """A calibration file checked as `check_calibration_dict` does (ValueError: not TOML, or the reason)."""
+def load_user_calibration(path: str | Path, *, kind: str = "training") -> Calibration:
+    """A calibration file of `kind` checked as `check_calibration_dict` does (ValueError: not TOML, or the
+    reason)."""
     try:
         with open(path, "rb") as fh:
             d = tomllib.load(fh)
@@ -102,7 +107,7 @@ def load_user_calibration(path: str | Path) -> Calibration:
         raise ValueError(f"not valid TOML ({exc})") from None
     except UnicodeDecodeError:
         raise ValueError("not valid TOML (not UTF-8 text)") from None
-    return check_calibration_dict(d)
+    return check_calibration_dict(d, kind=kind)
 
 
 def describe(cal: Calibration) -> str:
