@@ -174,9 +174,6 @@ def evaluate(s: ServingSetup, concurrency: np.ndarray) -> dict[str, np.ndarray]:
     def send(tokens):
         return stage_send_time(tokens, hidden=stage.hidden, stage_gpus=dep.stage_gpus, pp=pp, links=links)
 
-    def last_chunk(chunk):  # prompt length whose causal mean context is the last chunk's (ISL - chunk/2)
-        return 2 * isl - np.minimum(chunk, isl)
-
     out: dict[str, np.ndarray] = {"running": running, "b": b, "cap": np.full_like(c, cap)}
     if osl == 1:  # prefill only: micro-batches of up to max_num_tokens prompt tokens
         tokens = np.minimum(b * isl, mem.max_num_tokens)
@@ -185,8 +182,8 @@ def evaluate(s: ServingSetup, concurrency: np.ndarray) -> dict[str, np.ndarray]:
         chunks = b * isl / tokens  # micro-batches per round of b prompts
         slowest = t
         if pp > 1:
-            end = step_times(stage, b=0.0 * b, p=tokens, q=q, ctx_dec=0.0, isl=last_chunk(tokens), **kw)
-            slowest = end["step_s"] + send(tokens)
+            slowest = last_chunk_time(stage, 0.0 * b, tokens, tokens, isl=isl, ctx_dec=0.0, q=q, kw=kw)
+            slowest = slowest + send(tokens)
         req_rate = b * dep.dp / pipelined_time(t, slowest, chunks, pp)
         out["tpot_s"] = np.full_like(c, np.nan)
         out["per_user"] = np.full_like(c, np.nan)
@@ -213,8 +210,8 @@ def evaluate(s: ServingSetup, concurrency: np.ndarray) -> dict[str, np.ndarray]:
         first = first + send(b_mb * q + p_first)
         slowest = first
         if pp > 1:
-            end = step_times(stage, b=b_mb, p=p_first, q=q, ctx_dec=ctx, isl=last_chunk(chunk), **kw)
-            slowest = end["step_s"] + send(b_mb * q + p_first)
+            slowest = last_chunk_time(stage, b_mb, p_first, chunk, isl=isl, ctx_dec=ctx, q=q, kw=kw)
+            slowest = slowest + send(b_mb * q + p_first)
         out["ttft_s"] = pipelined_time(first, slowest, n_chunks, pp)
         scale = float(pp)
     wait = np.where(c > cap, (c - cap) / np.maximum(req_rate, 1e-30), 0.0)
@@ -226,6 +223,19 @@ def evaluate(s: ServingSetup, concurrency: np.ndarray) -> dict[str, np.ndarray]:
     for k in STEP_PARTS:
         out[f"{k}_s"] = sends if k == "pp" else scale * st[f"{k}_s"]
     return out
+
+
+def last_chunk_time(stage, b, p, chunk, *, isl: int, ctx_dec: float, q: float, kw: dict) -> np.ndarray:
+    """Step seconds of the step carrying a prompt's last chunk (`chunk` tokens of `p` prefill tokens),
+    element by element: its queries attend to ISL - chunk/2 keys on average, the causal mean of a
+    2·ISL - chunk token prompt, where the mean chunk sees ISL/2."""
+    b, p, chunk = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (b, p, chunk)))
+    span = 2.0 * isl - np.minimum(chunk, isl)
+    times = [
+        float(step_times(stage, b=bi, p=pi, q=q, ctx_dec=ctx_dec, isl=si, **kw)["step_s"][()])
+        for bi, pi, si in zip(b.ravel(), p.ravel(), span.ravel(), strict=True)
+    ]
+    return np.reshape(np.array(times), b.shape)
 
 
 def busiest_prompts(lam, ranks: int, cap) -> np.ndarray:
