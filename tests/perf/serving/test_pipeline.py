@@ -14,6 +14,7 @@ from tenfold.perf.serving.estimate import estimate_inference
 from tenfold.perf.serving.pipeline import stage_model, stage_send_time
 from tenfold.perf.serving.presets import engine
 from tenfold.perf.serving.results import Deployment
+from tenfold.perf.serving.search import deployments, search_inference
 from tenfold.perf.specs.hardware import load_hardware
 from tenfold.perf.specs.models import load_model
 from tenfold.perf.validation.rows import read_rows
@@ -144,3 +145,16 @@ def test_cli_estimate_infer_takes_pp():
     d = json.loads(out.output)
     assert d["num_gpus"] == 8 and d["deployment"]["pp"] == 2
     assert d["breakdown"]["pp_s"] > 0.0
+
+
+def test_search_tries_pipeline_stages_only_when_asked():
+    m = load_model("llama3.1-405b")
+    assert all(d.pp == 1 for d in deployments(m, 16))
+    with_pp = deployments(m, 16, max_pp=4)
+    assert {d.pp for d in with_pp} == {1, 2, 4} and all(d.gpus <= 16 for d in with_pp)
+    kw = dict(input_len=1024, output_len=1024, min_tokens_per_s_per_user=10, max_ttft_ms=5000)
+    kw |= dict(precision="fp8", max_gpus=16)
+    plain = search_inference("llama3.1-405b", "h100-sxm", **kw)
+    piped = search_inference("llama3.1-405b", "h100-sxm", max_pp=4, **kw)
+    assert piped.tried > plain.tried
+    assert piped.best.output_tokens_per_s_per_gpu >= plain.best.output_tokens_per_s_per_gpu
