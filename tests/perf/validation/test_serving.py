@@ -19,12 +19,12 @@ from tenfold.perf.validation.serving import (
 )
 from tenfold.perf.validation.training import ValidationReport
 
-MAPE_OVERALL = 0.10  # achieved 9.2 % over 21 rows (in-sample; leave-one-out in docs/inference.md)
+MAPE_OVERALL = 0.10  # achieved 9.0 % over the 21 earlier rows (in-sample; leave-one-out: docs/inference.md)
 MAPE_HIGH = 0.05  # achieved 3.4 % over 8 rows
-# SGLang's pipeline-parallel TTFT rows on H20 (source lmsys-sglang-pp): the base prefill model is +66 % at
+# SGLang's pipeline-parallel TTFT rows on H20 (source lmsys-sglang-pp): the base prefill model is +52 % at
 # PP1 there (the H20's quoted 148 BF16 TFLOP/s would need ~89 % of peak for the measured 55.5 s), so they
 # are held apart from the guard above; PP itself is tested by its speed-up (serving/test_pipeline.py)
-PP_SOURCE, MAPE_PP = "lmsys-sglang-pp", 0.65  # achieved 57.8 % over 6 rows
+PP_SOURCE, MAPE_PP = "lmsys-sglang-pp", 0.50  # achieved 43.1 % over 6 rows
 # the research copy beside the repository (../shared), where one exists; the test skips without it
 RESEARCH_COPY = (
     Path(__file__).resolve().parents[3].parent / "shared" / "research" / "validation" / "inference_runs.csv"
