@@ -132,6 +132,7 @@ def infer(
     tp: int = typer.Option(1, help="attention tensor parallel"),
     dp: int = typer.Option(1, help="attention data parallel (replicas sharing the EP group; needs tp 1)"),
     ep: int = typer.Option(1, help="expert parallel over tp·dp GPUs (the rest is expert TP)"),
+    pp: int = typer.Option(1, help="pipeline stages of tp·dp GPUs each (GPUs = tp·dp·pp)"),
     precision: str = typer.Option("bf16", help="weights: bf16 | fp16 | fp8 | mxfp8 | nvfp4 | mxfp4"),
     activations: str = typer.Option("", help="GEMM input format (default: as the weights; mxfp4 -> mxfp8)"),
     attention_precision: str = typer.Option("", "--attention-precision", help="attention projections"),
@@ -160,7 +161,7 @@ def infer(
     check_range("--input-len", input_len, 1, MAX_SEQ)
     check_range("--output-len", output_len, 1, MAX_SEQ)
     check_range("--concurrency", concurrency, 0)
-    for flag, v in (("--tp", tp), ("--dp", dp), ("--ep", ep)):
+    for flag, v in (("--tp", tp), ("--dp", dp), ("--ep", ep), ("--pp", pp)):
         check_range(flag, v, 1, MAX_GPUS)
     check_range("--draft-tokens", draft_tokens, 0)
     check_range("--accepted-tokens", accepted_tokens, 0)
@@ -180,7 +181,7 @@ def infer(
         calibration=user_calibration(calibration, kind="inference"),
     )
     try:
-        dep = Deployment(tp=tp, dp=dp, ep=ep)
+        dep = Deployment(tp=tp, dp=dp, ep=ep, pp=pp)
         est = estimate_inference(model, gpu, dep, concurrency=concurrency or None, **kw)
         points = inference_curve(model, gpu, dep, **kw) if curve and est.feasible else None
     except ValueError as exc:
@@ -331,6 +332,7 @@ def inference_tables(e: InferenceEstimate) -> list[Table]:
             "ffn": "FFN / experts",
             "tp": "TP all-reduce",
             "ep": "EP exchange",
+            "pp": "PP stage sends",
             "head": "output head",
             "draft": "MTP draft passes",
             "overhead": "kernel + step overhead",

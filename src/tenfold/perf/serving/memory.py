@@ -7,7 +7,10 @@ fits, sized the way serving engines size it (the engines' documented settings, p
 
 Weights per GPU: attention projections / TP (replicated under attention data parallelism), dense FFN and
 shared experts / TP, routed experts / (EP · expert-TP) = / GPUs, embedding and output head BF16 and
-vocabulary-parallel / TP, MTP modules (BF16) when speculative decoding uses them. Workspace: the engine's
+vocabulary-parallel / TP, MTP modules (BF16) when speculative decoding uses them. Under pipeline
+parallelism a GPU holds its stage's layers (pass `pipeline.stage_model`, the heaviest stage, and the
+stage's tp·dp GPUs) and their KV cache, and one vocabulary matrix (the embedding on the first stage, the
+output head on the last) instead of both. Workspace: the engine's
 runtime reserve plus the activations of one step of `max_num_tokens` tokens and FP32 logits for
 `max_batch_size` sequences (subtracting it is what LLMServingSim found missing: 31 % too many KV tokens
 without it, https://github.com/casys-kaist/LLMServingSim/pull/59). A sequence reserves input + output
@@ -72,8 +75,11 @@ class ServingMemory:
         )
 
 
-def weight_bytes(model: ModelSpec, *, tp: int, gpus: int, formats: Formats, draft_tokens: int) -> dict:
-    """Weight bytes on one GPU by part (attention, ffn, experts, embeddings, mtp)."""
+def weight_bytes(
+    model: ModelSpec, *, tp: int, gpus: int, formats: Formats, draft_tokens: int, pp: int = 1
+) -> dict:
+    """Weight bytes on one GPU by part (attention, ffn, experts, embeddings, mtp); `gpus` are the GPUs the
+    experts spread over (one stage's), `pp` > 1 keeps one vocabulary matrix per stage."""
     wb, ab = formats.weights.operand_bytes, formats.attention.operand_bytes
     h = model.hidden
     attn = model.layers * model.attention_matmul_params() * ab / tp
@@ -82,6 +88,8 @@ def weight_bytes(model: ModelSpec, *, tp: int, gpus: int, formats: Formats, draf
     shared = model.moe_layers * model.shared_experts * model.expert_params() * wb / tp
     experts = model.expert_total_params() * wb / gpus
     emb = (model.embedding_params() + (0 if model.tied_embeddings else model.vocab * h)) * 2.0 / tp
+    if pp > 1:  # the first stage holds the embedding, the last the head: one vocab x h matrix each
+        emb = model.vocab * h * 2.0 / tp
     mtp = 0.0
     if draft_tokens and model.mtp_layers:
         routed = model.experts * model.expert_params() if model.is_moe else 0
@@ -124,9 +132,13 @@ def serving_memory(
     input_len: int,
     output_len: int,
     draft_tokens: int = 0,
+    pp: int = 1,
 ) -> ServingMemory:
-    """Weights, workspace, KV budget and the memory batch limit per attention rank on one GPU."""
-    weights = sum(weight_bytes(model, tp=tp, gpus=gpus, formats=formats, draft_tokens=draft_tokens).values())
+    """Weights, workspace, KV budget and the memory batch limit per attention rank on one GPU (under
+    pipeline parallelism `model` is the stage's and `gpus` the stage's GPUs; module docstring)."""
+    weights = sum(
+        weight_bytes(model, tp=tp, gpus=gpus, formats=formats, draft_tokens=draft_tokens, pp=pp).values()
+    )
     tokens = input_len + (output_len if eng.kv_reservation == "full" else output_len / 2) + draft_tokens
     per_seq = float(kv_bytes_per_sequence(model, formats.kv, tokens, tp=tp))
 

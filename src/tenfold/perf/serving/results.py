@@ -11,7 +11,7 @@ from tenfold.perf.errors import Infeasible
 from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.uncertainty import LEVEL
 
-STEP_PARTS = ("attn_proj", "attention", "ffn", "tp", "ep", "head", "draft", "overhead")
+STEP_PARTS = ("attn_proj", "attention", "ffn", "tp", "ep", "pp", "head", "draft", "overhead")
 INTERVAL_FIELDS = (
     "output_tokens_per_s_per_gpu",
     "total_tokens_per_s_per_gpu",
@@ -36,52 +36,76 @@ def latencies_in_ms(d: dict) -> dict:
 
 @dataclass(frozen=True, kw_only=True)
 class Deployment:
-    """How one serving instance spreads a model over its GPUs (GPUs = tp·dp).
+    """How one serving instance spreads a model over its GPUs (GPUs = tp·dp·pp).
 
     Fields:
         tp: attention tensor parallelism (heads and their KV split over tp ranks).
         dp: attention data parallelism: dp attention replicas, each with its own batch and KV cache
             (TensorRT-LLM `enable_attention_dp`, SGLang DP attention); requires tp = 1.
-        ep: expert parallelism over the instance's GPUs; the remaining factor GPUs/ep splits each expert
-            (expert tensor parallelism, TensorRT-LLM's `--tp 8 --ep 2` = experts TP4 x EP2).
+        ep: expert parallelism over one pipeline stage's tp·dp GPUs; the remaining factor tp·dp/ep splits
+            each expert (expert tensor parallelism, TensorRT-LLM's `--tp 8 --ep 2` = experts TP4 x EP2).
+        pp: pipeline parallelism: the layers split into pp consecutive stages of tp·dp GPUs each (vLLM
+            `--pipeline-parallel-size`, SGLang `--pp-size`, TensorRT-LLM `pipeline_parallel_size`); each
+            stage holds its layers' weights and KV cache, and pp micro-batches are in flight
+            (steady_state.py).
+
+    More GPUs than tp·dp·pp without attention DP are independent replicas of this instance: they never
+    exchange anything, so per-GPU rates and per-request latencies are one instance's at its share of the
+    load (the serving validation resolves rows that way).
     """
 
     tp: int = 1
     dp: int = 1
     ep: int = 1
+    pp: int = 1
 
     def __post_init__(self) -> None:
-        for key in ("tp", "dp", "ep"):
+        for key in ("tp", "dp", "ep", "pp"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
 
     @property
     def gpus(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    @property
+    def stage_gpus(self) -> int:
+        """GPUs of one pipeline stage (tp·dp), the group attention, TP and EP run over."""
         return self.tp * self.dp
 
     @property
     def moe_tp(self) -> int:
-        return self.gpus // self.ep
+        return self.stage_gpus // self.ep
 
     def describe(self) -> str:
+        pp = f" PP{self.pp}" if self.pp > 1 else ""
         if self.dp > 1:
-            return f"DEP{self.gpus} (attention DP{self.dp}, EP{self.ep})" if self.ep > 1 else f"DP{self.dp}"
+            text = (
+                f"DEP{self.stage_gpus} (attention DP{self.dp}, EP{self.ep})"
+                if self.ep > 1
+                else f"DP{self.dp}"
+            )
+            return text + pp
         text = f"TP{self.tp}"
         if self.ep > 1:
             text += f" EP{self.ep}" + (f" (expert TP{self.moe_tp})" if self.moe_tp > 1 else "")
-        return text
+        return text + pp
 
     def problems(self, model: ModelSpec) -> list[str]:
         """Structural reasons this deployment cannot run the model (numbers printed)."""
         out = []
-        if self.gpus % self.ep:
-            out.append(f"EP={self.ep} does not divide the {self.gpus} GPUs (tp·dp)")
+        if self.stage_gpus % self.ep:
+            out.append(f"EP={self.ep} does not divide the {self.stage_gpus} GPUs of a stage (tp·dp)")
         if self.ep > 1 and not model.is_moe:
             out.append(f"EP={self.ep} needs an MoE model; {model.name} is dense")
         if self.dp > 1 and self.tp > 1:
             out.append(f"attention DP{self.dp} with TP{self.tp} is not modelled (attention DP uses tp = 1)")
         if self.dp > 1 and model.is_moe and self.moe_tp > 1:
             out.append(f"attention DP with expert TP{self.moe_tp} is not modelled (use ep = tp·dp)")
+        if self.dp > 1 and self.pp > 1:
+            out.append(f"attention DP{self.dp} with PP{self.pp} is not modelled")
+        if self.pp > model.layers:
+            out.append(f"PP={self.pp} exceeds the {model.layers} layers")
         if model.heads % self.tp:
             out.append(f"TP={self.tp} does not divide {model.heads} attention heads")
         if not model.is_mla and model.kv_heads % self.tp and self.tp % model.kv_heads:
@@ -104,6 +128,8 @@ class ServingStepBreakdown:
     draft_s: float
     overhead_s: float
     step_s: float
+    pp_s: float = 0.0
+    """Stage-to-stage activation sends under pipeline parallelism (0 without)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,10 +9,12 @@ concurrency):
   parallelism e over the same GPUs for MoE models (e divides the experts and t);
 * attention data parallelism over d GPUs (powers of two) with EP = d for MoE models (DEP, the
   wide-EP recipe of TensorRT-LLM / SGLang);
+* with `max_pp` > 1, each TP deployment (EP 1 or EP = tp) also split into pp = 2, 4, ... <= max_pp
+  pipeline stages (pipeline.py) where tp·pp <= max_gpus; off by default (max_pp = 1), so `compare --serve`
+  and the claims search the deployments they always did;
 * concurrency on a geometric grid (4 points per doubling) up to the batch limit; queued points are excluded.
 
 The best point per (deployment, precision) is the largest throughput among the points meeting both limits.
-No pipeline parallelism: the serving model has none (docs/inference.md).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from tenfold.perf.specs.precision import check_supported, get_precision
 from tenfold.perf.training.layout import divisors
 
 
-def deployments(model: ModelSpec, max_gpus: int) -> list[Deployment]:
+def deployments(model: ModelSpec, max_gpus: int, max_pp: int = 1) -> list[Deployment]:
     """Candidate deployments of one instance (module docstring), structurally valid for the model."""
     eps = divisors(model.experts) if model.is_moe else [1]
     out = []
@@ -43,6 +45,10 @@ def deployments(model: ModelSpec, max_gpus: int) -> list[Deployment]:
         for ep in eps:
             if tp % ep == 0:
                 out.append(Deployment(tp=tp, ep=ep))
+        pp = 2
+        while pp <= max_pp and tp * pp <= max_gpus:
+            out += [Deployment(tp=tp, ep=ep, pp=pp) for ep in sorted({1, tp}) if ep in eps]
+            pp *= 2
     if model.is_moe:
         d = 2
         while d <= max_gpus:
@@ -134,20 +140,22 @@ def search_inference(
     kv_precision: str | None = None,
     serving_engine: Engine | str = "trtllm",
     max_gpus: int = 128,
+    max_pp: int = 1,
     progress: Callable[[int, int], None] | None = None,
     calibration: Calibration | None = None,
 ) -> ServingSearch:
     """The highest tok/s/GPU meeting `min_tokens_per_s_per_user` and `max_ttft_ms` (module docstring),
     with `calibration`'s efficiencies (default: the committed inference fit).
 
+    `max_pp` > 1 also tries pipeline-parallel deployments (module docstring).
     Raises ValueError for bad input (unknown names, non-positive limits, a format the GPU cannot run)."""
     if not min_tokens_per_s_per_user > 0 or not max_ttft_ms > 0:
         raise ValueError(
             f"interactivity and TTFT limits must be > 0, got {min_tokens_per_s_per_user} tok/s/user "
             f"and {max_ttft_ms} ms"
         )
-    if max_gpus < 1:
-        raise ValueError(f"max_gpus must be >= 1, got {max_gpus}")
+    if max_gpus < 1 or max_pp < 1:
+        raise ValueError(f"max_gpus and max_pp must be >= 1, got {max_gpus} and {max_pp}")
     kv = kv_precision or kv_for(precision)
     base = ServingQuery(
         model=model,
@@ -164,7 +172,7 @@ def search_inference(
         raise ValueError(why)
     max_ttft_s = max_ttft_ms / 1e3
     cal = calibration or load_calibration(kind="inference")
-    cands = deployments(m, max_gpus)
+    cands = deployments(m, max_gpus, max_pp)
     best: ServingPoint | None = None
     fits = 0
     reach = 0.0

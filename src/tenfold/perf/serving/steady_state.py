@@ -23,6 +23,12 @@ Under attention data parallelism an MoE model's ranks exchange tokens at every M
 as long as its busiest rank (`busiest_prompts`); a dense model's replicas never meet and each runs its own
 steps, exactly as dp single-GPU instances would.
 
+Under pipeline parallelism (pipeline.py) pp micro-batches of b/pp sequences are in flight, each stage
+runs the heaviest stage's layers (`pipeline.stage_model`) on one micro-batch at a time and sends it on, and
+a token crosses all pp stages: the step above becomes t_step = pp·(t_stage + t_send), so TPOT and the
+rates keep the formulas above; a prompt's chunks are pipelined, so TTFT is
+sum of chunk stage times + (pp - 1) times the slowest (`pipeline.pipelined_time`).
+
 Beyond the batch limit (KV memory, max_batch_size, or max_num_tokens) requests queue: tok/s/GPU and
 tok/s/user stay at their values at the limit and TTFT grows. A prefill-only workload (OSL = 1) runs steps of
 min(b·ISL, max_num_tokens) prompt tokens.
@@ -38,6 +44,7 @@ import numpy as np
 from tenfold.perf.calibration import Calibration, load_calibration
 from tenfold.perf.serving.fit_advice import what_fits
 from tenfold.perf.serving.memory import ServingMemory, serving_memory
+from tenfold.perf.serving.pipeline import pipelined_time, stage_model, stage_send_time
 from tenfold.perf.serving.query import ServingQuery
 from tenfold.perf.serving.results import STEP_PARTS
 from tenfold.perf.serving.step import gemm_efficiency, serving_rates, step_times
@@ -100,11 +107,12 @@ def setup_serving(query: ServingQuery, calibration: Calibration | None = None) -
     memory = None
     if not problems:
         memory = serving_memory(
-            model,
+            stage_model(model, dep.pp),
             query.engine,
             capacity_B=hw.hbm_bytes,
             tp=dep.tp,
-            gpus=dep.gpus,
+            gpus=dep.stage_gpus,
+            pp=dep.pp,
             formats=fmts,
             input_len=query.input_len,
             output_len=query.output_len,
@@ -126,22 +134,24 @@ def setup_serving(query: ServingQuery, calibration: Calibration | None = None) -
 
 def batch_capacity(s: ServingSetup) -> tuple[int, str]:
     """Most sequences per attention rank of a feasible setup, and what limits them (kv_memory,
-    max_batch_size or max_num_tokens)."""
+    max_batch_size or max_num_tokens; the token budget is per micro-batch, pp of them in flight)."""
     q = s.query
     limits = {"kv_memory": s.memory.max_batch_memory, "max_batch_size": q.engine.max_batch_size}
     if q.output_len > 1:
         per_seq = q.tokens_per_step + q.input_len * q.accepted_tokens / (q.output_len - 1)
-        limits["max_num_tokens"] = max(int(s.memory.max_num_tokens // per_seq), 1)
+        limits["max_num_tokens"] = max(int(s.memory.max_num_tokens // per_seq), 1) * q.deployment.pp
     name = min(limits, key=limits.get)
     return int(limits[name]), name
 
 
 def evaluate(s: ServingSetup, concurrency: np.ndarray) -> dict[str, np.ndarray]:
     """Rates and latencies of a feasible setup, arrays over concurrency: running, b, cap (sequences),
-    tpot_s, ttft_s, step_s and its parts `<part>_s` (seconds), per_user, out_gpu, total_gpu (tokens/s)."""
+    tpot_s, ttft_s, step_s and its parts `<part>_s` (seconds), per_user, out_gpu, total_gpu (tokens/s).
+    Under pipeline parallelism step_s is pp stage steps (one token through every stage)."""
     query, mem = s.query, s.memory
     dep, eng, fmts, hw = query.deployment, query.engine, query.formats, query.hardware
-    q, a = query.tokens_per_step, query.accepted_tokens
+    q, a, pp = query.tokens_per_step, query.accepted_tokens, dep.pp
+    stage = stage_model(query.model, pp)
     cap_rank, _ = batch_capacity(s)
     cap = cap_rank * dep.dp
     c = np.asarray(concurrency, dtype=float)
@@ -158,44 +168,76 @@ def evaluate(s: ServingSetup, concurrency: np.ndarray) -> dict[str, np.ndarray]:
         tp=dep.tp,
         dp=dep.dp,
         ep=dep.ep,
-        isl=isl,
         draft_tokens=query.draft_tokens,
         ep_overlap=eng.ep_overlap,
         ep_comm=eng.ep_comm,
     )
+
+    def send(tokens):
+        return stage_send_time(tokens, hidden=stage.hidden, stage_gpus=dep.stage_gpus, pp=pp, links=links)
+
     out: dict[str, np.ndarray] = {"running": running, "b": b, "cap": np.full_like(c, cap)}
-    if osl == 1:  # prefill only
+    if osl == 1:  # prefill only: micro-batches of up to max_num_tokens prompt tokens
         tokens = np.minimum(b * isl, mem.max_num_tokens)
-        st = step_times(query.model, b=0.0 * b, p=tokens, q=q, ctx_dec=0.0, **kw)
-        t = st["step_s"]
-        req_rate = tokens / isl / t * dep.dp  # requests finishing per second on the instance
+        st = step_times(stage, b=0.0 * b, p=tokens, q=q, ctx_dec=0.0, isl=isl, **kw)
+        t = st["step_s"] + send(tokens)
+        chunks = b * isl / tokens  # micro-batches per round of b prompts
+        slowest = t
+        if pp > 1:
+            slowest = last_chunk_time(stage, 0.0 * b, tokens, tokens, isl=isl, ctx_dec=0.0, q=q, kw=kw)
+            slowest = slowest + send(tokens)
+        req_rate = b * dep.dp / pipelined_time(t, slowest, chunks, pp)
         out["tpot_s"] = np.full_like(c, np.nan)
         out["per_user"] = np.full_like(c, np.nan)
-        out["ttft_s"] = np.maximum((b + 1) / 2 * isl / tokens, 1.0) * t
+        out["ttft_s"] = pipelined_time(t, slowest, np.maximum((b + 1) / 2 * isl / tokens, 1.0), pp)
+        scale = 1.0
     else:
         d_steps = (osl - 1) / a
         p = b * isl / d_steps
-        cap_prompts = np.floor(np.maximum(mem.max_num_tokens - b * q, 0.0) / isl)
+        cap_prompts = np.floor(np.maximum(mem.max_num_tokens - b / pp * q, 0.0) / isl)
         lockstep = dep.dp > 1 and query.model.is_moe  # ranks meet at every MoE layer; dense replicas don't
         p_busy = isl * busiest_prompts(b / d_steps, dep.dp, cap_prompts) if lockstep else p
         ctx = isl + osl / 2
-        st = step_times(query.model, b=b, p=np.maximum(p_busy, p), p_mean=p, q=q, ctx_dec=ctx, **kw)
-        t = st["step_s"]
+        b_mb, p_mb = b / pp, np.maximum(p_busy, p) / pp  # one of pp micro-batches in flight
+        st = step_times(stage, b=b_mb, p=p_mb, p_mean=p / pp, q=q, ctx_dec=ctx, isl=isl, **kw)
+        t_stage = st["step_s"] + send(b_mb * q + p_mb)
+        t = pp * t_stage
         req_rate = running / (d_steps * t)
         out["tpot_s"] = t / a
         out["per_user"] = a / t
-        chunk = np.maximum(mem.max_num_tokens - b * q, 1.0)
+        chunk = np.maximum(mem.max_num_tokens - b_mb * q, 1.0)
         n_chunks = np.ceil(isl / chunk)
-        first = step_times(query.model, b=b, p=np.maximum(p, np.minimum(isl, chunk)), q=q, ctx_dec=ctx, **kw)
-        out["ttft_s"] = n_chunks * first["step_s"]
+        p_first = np.maximum(p / pp, np.minimum(isl, chunk))
+        first = step_times(stage, b=b_mb, p=p_first, q=q, ctx_dec=ctx, isl=isl, **kw)["step_s"]
+        first = first + send(b_mb * q + p_first)
+        slowest = first
+        if pp > 1:
+            slowest = last_chunk_time(stage, b_mb, p_first, chunk, isl=isl, ctx_dec=ctx, q=q, kw=kw)
+            slowest = slowest + send(b_mb * q + p_first)
+        out["ttft_s"] = pipelined_time(first, slowest, n_chunks, pp)
+        scale = float(pp)
     wait = np.where(c > cap, (c - cap) / np.maximum(req_rate, 1e-30), 0.0)
     out["ttft_s"] = out["ttft_s"] + wait
     out["out_gpu"] = req_rate * osl / dep.gpus
     out["total_gpu"] = req_rate * (isl + osl) / dep.gpus
     out["step_s"] = t
+    sends = t - scale * st["step_s"]  # the stage-to-stage sends of the pp stage steps (0 without PP)
     for k in STEP_PARTS:
-        out[f"{k}_s"] = st[f"{k}_s"]
+        out[f"{k}_s"] = sends if k == "pp" else scale * st[f"{k}_s"]
     return out
+
+
+def last_chunk_time(stage, b, p, chunk, *, isl: int, ctx_dec: float, q: float, kw: dict) -> np.ndarray:
+    """Step seconds of the step carrying a prompt's last chunk (`chunk` tokens of `p` prefill tokens),
+    element by element: its queries attend to ISL - chunk/2 keys on average, the causal mean of a
+    2·ISL - chunk token prompt, where the mean chunk sees ISL/2."""
+    b, p, chunk = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (b, p, chunk)))
+    span = 2.0 * isl - np.minimum(chunk, isl)
+    times = [
+        float(step_times(stage, b=bi, p=pi, q=q, ctx_dec=ctx_dec, isl=si, **kw)["step_s"][()])
+        for bi, pi, si in zip(b.ravel(), p.ravel(), span.ravel(), strict=True)
+    ]
+    return np.reshape(np.array(times), b.shape)
 
 
 def busiest_prompts(lam, ranks: int, cap) -> np.ndarray:

@@ -6,8 +6,11 @@ For each row:
 
 * the architecture comes from the row's columns, with what the schema lacks (MLA ranks, dense layers,
   shared experts, MTP, sliding window, biases) from the catalog model the `model` column names;
-* the deployment is the row's: tp is the attention TP; with `attention_dp` = 1 (or tp = 1 on several GPUs)
-  attention runs data-parallel over num_gpus / tp replicas; ep is the row's;
+* the deployment is the row's: tp is the attention TP, pp the pipeline stages (empty = 1); with
+  `attention_dp` = 1 (or empty, tp = 1 on several GPUs) attention runs data-parallel over
+  num_gpus / (tp·pp) replicas; with `attention_dp` = 0 the num_gpus / (tp·pp) instances are independent
+  replicas (they never exchange anything: per-GPU rates are one instance's, at its share of the
+  concurrency); ep is the row's;
 * the engine preset (`engine_preset`, default trtllm) with the row's stated overrides (`kv_fraction`,
   `max_batch_size`, `max_num_tokens`); `concurrency` empty = the engine's max load (all that fit);
 * formats: `weights_precision`, `attention_precision` (default: the weights'), `kv_precision`; an empty or
@@ -139,22 +142,17 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
     assumed += notes
     if model is None:
         return ServingCase(**head, reason=why)
-    gpus = head["num_gpus"]
-    tp = int_cell(row.get("tp"), 0)
+    tp, pp = int_cell(row.get("tp"), 0), int_cell(row.get("pp"), 1) or 1
     if not tp:
-        return ServingCase(**head, reason=f"tp is empty: the split of the {gpus} GPUs is not stated")
-    adp = _cell(row, "attention_dp")
-    if gpus % tp:
-        return ServingCase(**head, reason=f"tp={tp} does not divide num_gpus={gpus}")
-    dp = gpus // tp
-    if adp == "0" and dp > 1:
         return ServingCase(
-            **head, reason=f"tp={tp} on {gpus} GPUs without attention DP: replicas are not modelled"
+            **head, reason=f"tp is empty: the split of the {head['num_gpus']} GPUs is not stated"
         )
-    if adp == "" and dp > 1:
-        assumed.append(f"attention_dp=1 (tp={tp} on {gpus} GPUs)")
     ep = int_cell(row.get("ep"), 1)
-    dep = Deployment(tp=tp, dp=dp, ep=ep)
+    dep, replicas, why = row_deployment(head["num_gpus"], tp, pp, ep, _cell(row, "attention_dp"))
+    if dep is None:
+        return ServingCase(**head, reason=why)
+    if why:
+        assumed.append(why)
     preset = _cell(row, "engine_preset")
     if not preset:
         preset = "trtllm"
@@ -168,6 +166,8 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
     kv = _cell(row, "kv_precision") or "auto"  # empty = what the engine picks: query.auto_kv_precision
     isl, osl = int_cell(row["input_len"]), int_cell(row["output_len"])
     conc = int_cell(row.get("concurrency"))
+    if conc is not None and replicas > 1:
+        conc = math.ceil(conc / replicas)
     draft = int_cell(row.get("draft_tokens"), 0)
     accepted = float(row["accepted_tokens"]) if _cell(row, "accepted_tokens") else 1.0
     if draft and not _cell(row, "accepted_tokens"):
@@ -188,6 +188,19 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
         accepted_tokens=accepted,
     )
     return ServingCase(**head, query=query, concurrency=conc, assumed=tuple(assumed))
+
+
+def row_deployment(gpus: int, tp: int, pp: int, ep: int, adp: str) -> tuple[Deployment | None, int, str]:
+    """A row's instance, how many independent replicas of it the row's GPUs hold, and a note on what was
+    assumed (or, with no deployment, why none). `adp` is the attention_dp cell ('0', '1' or '')."""
+    if gpus % (tp * pp):
+        return None, 0, f"tp·pp={tp * pp} does not divide num_gpus={gpus}"
+    rest = gpus // (tp * pp)
+    if rest > 1 and adp == "0":
+        dep = Deployment(tp=tp, pp=pp, ep=ep)
+        return dep, rest, f"{rest} independent replicas of {dep.describe()} (attention_dp=0)"
+    note = f"attention_dp=1 (tp={tp} on {gpus} GPUs)" if rest > 1 and adp == "" else ""
+    return Deployment(tp=tp, dp=rest, ep=ep, pp=pp), 1, note
 
 
 def load_cases(path: str | Path | None = None) -> list[ServingCase]:
