@@ -16,6 +16,7 @@ COMMANDS = [
     "claims",
     "compare",
     "demo",
+    "estimate disagg",
     "estimate infer",
     "estimate train",
     "fleet plan",
