@@ -163,7 +163,7 @@ def test_validate_inference_json_and_table(tmp_path):
     r = runner.invoke(app, ["validate", "inference", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert {"rows", "mape"} <= set(d) and len(d["rows"]) == 21 and len(d["unpredictable"]) == 11
+    assert {"rows", "mape"} <= set(d) and len(d["rows"]) == 28 and len(d["unpredictable"]) == 13
     assert set(d["mape"]) >= {"overall", "by_gpu", "by_reliability"}
     t = runner.invoke(app, ["validate", "inference"])
     assert t.exit_code == 0 and "mean absolute percentage error" in t.output and "not predicted" in t.output
