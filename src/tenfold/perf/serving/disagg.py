@@ -300,20 +300,20 @@ def plan_disagg(
     n_p, n_d = math.ceil(load / r_p - 1e-9), math.ceil(load / r_d - 1e-9)
     g_p, g_d = n_p * prefill.gpus, n_d * decode.gpus
     gpus = g_p + g_d
-    worker = dict(concurrency=0, notes=())
     pw = WorkerEstimate(
         role="prefill", deployment=prefill, num_gpus=prefill.gpus, feasible=True, reason="",
+        concurrency=int((i_p + 1) * prefill.dp),
         batch_per_rank=int(p["b"][i_p]), capacity=int(p["cap"][i_p]), limited_by=limit_p,
         step_time_s=float(p["step_s"][i_p]), ttft_s=float(p["ttft_s"][i_p]), tpot_s=math.nan,
         requests_per_s=r_p, input_tokens_per_s_per_gpu=r_p * query.input_len / prefill.gpus,
-        output_tokens_per_s_per_gpu=0.0, **{**worker, "concurrency": int((i_p + 1) * prefill.dp)},
+        output_tokens_per_s_per_gpu=0.0,
     )  # fmt: skip
     dw = WorkerEstimate(
         role="decode", deployment=decode, num_gpus=decode.gpus, feasible=True, reason="",
-        batch_per_rank=int(d["b"][i_d]), capacity=int(d["cap"][i_d]), limited_by=limit_d,
+        concurrency=int((i_d + 1) * decode.dp), batch_per_rank=int(d["b"][i_d]),
+        capacity=int(d["cap"][i_d]), limited_by=limit_d,
         step_time_s=float(d["step_s"][i_d]), ttft_s=math.nan, tpot_s=tpot, requests_per_s=r_d,
         input_tokens_per_s_per_gpu=0.0, output_tokens_per_s_per_gpu=float(d["out_gpu"][i_d]),
-        **{**worker, "concurrency": int((i_d + 1) * decode.dp)},
     )  # fmt: skip
     return DisaggEstimate(
         model=query.model.name,
