@@ -17,6 +17,7 @@ COMMANDS = [
     "claims",
     "compare",
     "demo",
+    "estimate disagg",
     "estimate infer",
     "estimate train",
     "fleet plan",
@@ -115,6 +116,10 @@ BAD_INPUT = {  # command: (arguments, split on spaces; text the message must con
     "calibrate training": ("calibrate training --runs missing-runs.csv --out c.toml", "missing-runs.csv"),
     "compare": ("compare -m no-such-model --tokens 1T -n 8", "no-such-model"),
     "demo": ("demo --rows 0", "rows"),
+    "estimate disagg": (
+        "estimate disagg -m llama3-8b -g h100-sxm --input-len 8 --output-len 8 --prefill 0,1,1",
+        "--prefill",
+    ),
     "estimate infer": ("estimate infer -m llama3-8b -g z80 --input-len 8 --output-len 8", "z80"),
     "estimate train": ("estimate train -m llama3-8b -g h100-sxm --dp 8 --seq-len 0 --global-batch 8", "seq"),
     "fleet plan": ("fleet plan missing-fleet.toml", "missing-fleet.toml"),

@@ -93,9 +93,11 @@ def test_holdout_rows_never_enter_a_fit(monkeypatch):
 def test_committed_inference_fit_objective_is_reproducible():
     cal = load_calibration(kind="inference")
     assert isinstance(cal, InferenceCalibration)
-    cases = [c for c in validate_serving.load_cases() if not c.reason and c.split == "fit"]
+    # the rows the fit sees: resolvable and not held out (fit.fit_calibration)
+    cases = [c for c in validate_serving.load_cases() if not c.reason and c.split != "holdout"]
     w = np.array([{"high": 1.0, "medium": 0.5}.get(c.reliability, 0.25) for c in cases])
-    e = np.minimum([abs(validate_serving.predict_case(c, cal).error) for c in cases], 0.5)
+    e = np.array([abs(validate_serving.predict_case(c, cal).error) for c in cases])
+    e = np.minimum(np.where(np.isfinite(e), e, 0.5), 0.5)  # infeasible rows count at the cap, as in the fit
     assert float(np.sum(w * e) / np.sum(w)) == pytest.approx(cal.fit["objective_value"], abs=2e-5)
     # the fixed parameters are the ones no inference row isolates
     fixed = set(cal.fit["fixed_parameters"])
@@ -109,7 +111,7 @@ def test_committed_inference_fit_objective_is_reproducible():
 def test_inference_held_out_split():
     """Fit the serving model from generic starting values on the even-numbered rows and score the
     odd-numbered ones, and vice versa (achieved 18.2 % and 12.0 % held out; 12.3 % leave-one-out)."""
-    cases = [c for c in validate_serving.load_cases() if not c.reason]
+    cases = [c for c in validate_serving.load_cases() if not c.reason and c.split != "holdout"]
     start = load_calibration(kind="inference")
     generic = calibration_from_dict(
         {

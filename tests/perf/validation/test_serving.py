@@ -125,3 +125,37 @@ def test_row_assumptions_are_reported():
     assert (dep.tp, dep.dp, dep.ep) == (1, 4, 4)
     mla = cases["trtllm-blog-dsr1-b200-tp8-minlat"].query.deployment
     assert (mla.tp, mla.dp, mla.ep, mla.moe_tp) == (8, 1, 2, 4)
+
+
+def test_role_rows_use_the_disaggregated_workers(report):
+    """`role` rows are predicted by the prefill-only / decode-only worker (disagg.py)."""
+    rows = {r.id: r for r in report.rows}
+    assert rows["lmsys-ep96-h100-decode-2k"].layout.startswith("decode DEP72")
+    assert rows["lmsys-ep96-h100-prefill-2k"].layout.startswith("prefill DEP32")
+    cases = {c.id: c for c in load_cases()}
+    dec = cases["lmsys-gb200-p2-decode-fp4-2k"]
+    assert dec.role == "decode" and dec.query.output_len == 100
+    assert dec.query.deployment.redundant_experts == 32
+    assert any("redundant_experts=32" in a for a in dec.assumed)
+    assert cases["lmsys-ep96-h100-prefill-1k"].query.output_len == 1  # a prefill row needs no OSL
+
+
+def test_role_and_metric_errors_are_named(tmp_path):
+    with open(default_runs_path(), newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    keep = next(r for r in rows if r["id"] == "lmsys-ep96-h100-decode-2k")
+    out = tmp_path / "runs.csv"
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(
+            [
+                {**keep, "id": "bad-role", "role": "router"},
+                {**keep, "id": "bad-pair", "metric": "ttft_ms"},
+                {**keep, "id": "no-redundant", "redundant_experts": ""},
+            ]
+        )
+    reasons = dict(validate_inference(out).unpredictable)
+    assert "role 'router'" in reasons["bad-role"]
+    assert "decode worker's row measures" in reasons["bad-pair"]
+    assert "256 experts" in reasons["no-redundant"]

@@ -163,6 +163,15 @@ def _sglang() -> Engine:
     )
 
 
+@_register
+def _sglang_tbo() -> Engine:
+    """SGLang with two-batch overlap (`--enable-two-batch-overlap`): the batch runs as two micro-batches so
+    one's DeepEP dispatch/combine hides behind the other's compute, as in SGLang's large-scale EP
+    deployments on H100 over InfiniBand (https://lmsys.org/blog/2025-05-05-large-scale-ep, "Two-batch
+    Overlap"); otherwise the `sglang` preset."""
+    return replace(_sglang(), name="sglang-tbo", ep_overlap=True)
+
+
 ENGINE_NAMES = tuple(_ENGINES)
 
 

@@ -48,6 +48,11 @@ class Deployment:
             `--pipeline-parallel-size`, SGLang `--pp-size`, TensorRT-LLM `pipeline_parallel_size`); each
             stage holds its layers' weights and KV cache, and pp micro-batches are in flight
             (steady_state.py).
+        redundant_experts: extra expert slots a load balancer fills with copies of busy experts (DeepSeek's
+            EPLB; SGLang `--ep-num-redundant-experts`): E + r slots over ep ranks, which lets EP sizes
+            that do not divide E run (256 + 32 = 288 slots over EP72,
+            https://lmsys.org/blog/2025-05-05-large-scale-ep). Only the divisibility check uses it; the
+            copies' weight memory (r/E of the experts) is not counted.
 
     More GPUs than tp·dp·pp without attention DP are independent replicas of this instance: they never
     exchange anything, so per-GPU rates and per-request latencies are one instance's at its share of the
@@ -58,11 +63,14 @@ class Deployment:
     dp: int = 1
     ep: int = 1
     pp: int = 1
+    redundant_experts: int = 0
 
     def __post_init__(self) -> None:
         for key in ("tp", "dp", "ep", "pp"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.redundant_experts < 0:
+            raise ValueError(f"redundant_experts must be >= 0, got {self.redundant_experts}")
 
     @property
     def gpus(self) -> int:
@@ -110,8 +118,10 @@ class Deployment:
             out.append(f"TP={self.tp} does not divide {model.heads} attention heads")
         if not model.is_mla and model.kv_heads % self.tp and self.tp % model.kv_heads:
             out.append(f"TP={self.tp} and {model.kv_heads} KV heads: neither divides the other")
-        if model.is_moe and model.experts % self.ep:
-            out.append(f"EP={self.ep} does not divide {model.experts} experts")
+        slots = model.experts + self.redundant_experts
+        if model.is_moe and slots % self.ep:
+            extra = f" + {self.redundant_experts} redundant" if self.redundant_experts else ""
+            out.append(f"EP={self.ep} does not divide {model.experts}{extra} experts")
         return out
 
 

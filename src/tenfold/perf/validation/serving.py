@@ -19,7 +19,12 @@ For each row:
   has no tensor cores for runs weight-only where the row's engine supports it (query.resolve_format);
 * speculative decoding from `draft_tokens` / `accepted_tokens`;
 * the metric in the row's unit: output_tokens_per_s_per_gpu, total_tokens_per_s_per_gpu,
-  output_tokens_per_s_per_user (1/TPOT), ttft_ms, tpot_ms.
+  input_tokens_per_s_per_gpu, output_tokens_per_s_per_user (1/TPOT), ttft_ms, tpot_ms;
+* `role`: empty for an aggregated instance; `prefill` or `decode` for one pool of a disaggregated (P/D)
+  deployment measured on its own (num_gpus, tp, ep = that pool's), predicted with disagg.py's prefill-only
+  or decode-only worker. A prefill row needs no output_len; its rates are prompt tokens (input_tokens_*,
+  or total_tokens_* which then counts the same tokens) and TTFT; a decode row's are generated tokens,
+  tok/s/user and TPOT; `redundant_experts` gives an expert load balancer's extra slots (EPLB).
 
 Rows that cannot be predicted (no input or output length, no GPU count, unknown GPU or metric, an MLA
 model without a catalog entry, an inconsistent mapping, an infeasible configuration) are returned with the
@@ -33,6 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tenfold.perf.calibration import Calibration, load_calibration
+from tenfold.perf.serving.disagg import decode_worker, prefill_worker
 from tenfold.perf.serving.estimate import estimate_for
 from tenfold.perf.serving.presets import engine
 from tenfold.perf.serving.query import ServingQuery
@@ -52,6 +58,7 @@ from tenfold.perf.validation.training import (
 METRICS = {
     "output_tokens_per_s_per_gpu": ("output_tokens_per_s_per_gpu", 1.0),
     "total_tokens_per_s_per_gpu": ("total_tokens_per_s_per_gpu", 1.0),
+    "input_tokens_per_s_per_gpu": ("", 1.0),  # total - output (predict_case)
     "output_tokens_per_s_per_user": ("output_tokens_per_s_per_user", 1.0),
     "ttft_ms": ("ttft_s", 1e3),
     "tpot_ms": ("tpot_s", 1e3),
@@ -68,7 +75,22 @@ EXTENSION_COLUMNS = (
     "assumptions",
     "source",
     "split",
+    "role",
+    "redundant_experts",
 )
+# What each disaggregated role's rows may measure -> the WorkerEstimate field and the factor to the row's unit
+ROLE_METRICS = {
+    "prefill": {
+        "input_tokens_per_s_per_gpu": ("input_tokens_per_s_per_gpu", 1.0),
+        "total_tokens_per_s_per_gpu": ("input_tokens_per_s_per_gpu", 1.0),
+        "ttft_ms": ("ttft_s", 1e3),
+    },
+    "decode": {
+        "output_tokens_per_s_per_gpu": ("output_tokens_per_s_per_gpu", 1.0),
+        "output_tokens_per_s_per_user": ("tpot_s", -1.0),
+        "tpot_ms": ("tpot_s", 1e3),
+    },
+}
 
 
 def default_runs_path() -> Path:
@@ -80,9 +102,9 @@ class ServingCase:
     """One row resolved into a `ServingQuery` and a concurrency (or the reason it cannot be).
 
     The row's identity and measurement (id, model_name, gpu, num_gpus, metric, measured, reliability,
-    source_url); reason: why it cannot be predicted ('' if it can); query: the configuration (None when
-    it cannot); concurrency: requests in flight (None = the engine's max load); assumed: what was assumed
-    for cells the row leaves empty.
+    source_url); role: "", "prefill" or "decode" (module docstring); reason: why it cannot be predicted
+    ('' if it can); query: the configuration (None when it cannot); concurrency: requests in flight
+    (None = the engine's max load); assumed: what was assumed for cells the row leaves empty.
     """
 
     id: str
@@ -95,6 +117,7 @@ class ServingCase:
     source_url: str
     source: str = ""
     split: str = "fit"
+    role: str = ""
     reason: str = ""
     query: ServingQuery | None = None
     concurrency: int | None = None
@@ -117,12 +140,19 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
         reliability=_cell(row, "reliability") or "unknown",
         source_url=row.get("source_url", ""),
         **row_origin(row),
+        role=_cell(row, "role").lower(),
     )
     missing = [k for k in REQUIRED if not _cell(row, k)]
     if missing:
         return ServingCase(**head, reason=f"missing required columns: {', '.join(missing)}")
     if head["metric"] not in METRICS:
         return ServingCase(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
+    role = head["role"]
+    if role and role not in ROLE_METRICS:
+        return ServingCase(**head, reason=f"role {role!r} is not one of '', {', '.join(ROLE_METRICS)}")
+    if role and head["metric"] not in ROLE_METRICS[role]:
+        allowed = ", ".join(ROLE_METRICS[role])
+        return ServingCase(**head, reason=f"a {role} worker's row measures {allowed}, not {head['metric']}")
     if head["gpu"] not in list_hardware():
         return ServingCase(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
     assumed: list[str] = []
@@ -136,7 +166,7 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
         ("num_gpus", "num_gpus is empty: the per-GPU rate depends on how many GPUs the point used"),
         ("weights_precision", "weights_precision is empty"),
     ):
-        if not _cell(row, key):
+        if not _cell(row, key) and not (key == "output_len" and role == "prefill"):
             return ServingCase(**head, reason=why)
     model, why, notes = row_model(row)
     assumed += notes
@@ -151,6 +181,7 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
     dep, replicas, why = row_deployment(head["num_gpus"], tp, pp, ep, _cell(row, "attention_dp"))
     if dep is None:
         return ServingCase(**head, reason=why)
+    dep = replace(dep, redundant_experts=int_cell(row.get("redundant_experts"), 0))
     if why:
         assumed.append(why)
     preset = _cell(row, "engine_preset")
@@ -164,7 +195,7 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
     eng = engine(preset, **overrides)
     weights = _cell(row, "weights_precision")
     kv = _cell(row, "kv_precision") or "auto"  # empty = what the engine picks: query.auto_kv_precision
-    isl, osl = int_cell(row["input_len"]), int_cell(row["output_len"])
+    isl, osl = int_cell(row["input_len"]), int_cell(row.get("output_len"), 1)
     conc = int_cell(row.get("concurrency"))
     if conc is not None and replicas > 1:
         conc = math.ceil(conc / replicas)
@@ -215,13 +246,50 @@ def case_group(case: ServingCase) -> str:
     return serving_group_key(case.query.engine.name, case.query.model.is_moe)
 
 
+def predict_worker(case: ServingCase, calibration: Calibration) -> RowResult:
+    """Predict a `role` row with disagg.py's prefill-only or decode-only worker."""
+    q = case.query
+    run = prefill_worker if case.role == "prefill" else decode_worker
+    w = run(q, concurrency=case.concurrency, calibration=calibration)
+    field, scale = ROLE_METRICS[case.role][case.metric]
+    value = getattr(w, field)
+    pred = (1.0 / value if scale < 0 else value * scale) if w.feasible else math.nan
+    layout = f"{case.role} {q.deployment.describe()} {q.precision}/kv {q.formats.kv} {q.engine.name}"
+    batch = f"batch {w.batch_per_rank}/rank ({w.limited_by})" if w.feasible else w.reason
+    u = calibration.uncertainty
+    interval = u.interval(pred, case_group(case)) if u is not None and w.feasible else None
+    return RowResult(
+        id=case.id,
+        model=case.model_name,
+        gpu=case.gpu,
+        num_gpus=case.num_gpus,
+        metric=case.metric,
+        reliability=case.reliability,
+        measured=case.measured,
+        predicted=pred,
+        error=pred / case.measured - 1.0,
+        layout=f"{layout}, {batch}",
+        fits_memory=w.feasible,
+        memory_GiB=math.nan,
+        assumed=case.assumed + w.notes,
+        split=case.split,
+        interval=interval,
+    )
+
+
 def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
     """Predict one resolved case; an infeasible configuration comes back with a NaN prediction."""
     assert not case.reason, case.reason
+    if case.role:
+        return predict_worker(case, calibration)
     q = case.query
     est = estimate_for(q, concurrency=case.concurrency, calibration=calibration)
-    field, scale = METRICS[case.metric]
-    pred = getattr(est, field) * scale if est.feasible else math.nan
+    if case.metric == "input_tokens_per_s_per_gpu":
+        pred = est.total_tokens_per_s_per_gpu - est.output_tokens_per_s_per_gpu
+    else:
+        field, scale = METRICS[case.metric]
+        pred = getattr(est, field) * scale
+    pred = pred if est.feasible else math.nan
     wo = " weight-only" if q.weight_only else ""
     layout = f"{q.deployment.describe()} {q.precision}{wo}/kv {q.formats.kv} {q.engine.name}"
     batch = f"batch {est.batch_per_rank}/rank ({est.limited_by})" if est.feasible else est.reason
