@@ -57,14 +57,18 @@ def run_rows() -> list[dict]:
 
 
 def print_rows(rows: list[dict]) -> None:
-    print(f"{'row':<46} {'split':<7} {'metric':<30} {'measured':>9} {'tenfold':>9} {'err':>8} "
-          f"{'aiconfig':>9} {'err':>8}")
+    print(
+        f"{'row':<46} {'split':<7} {'metric':<30} {'measured':>9} {'tenfold':>9} {'err':>8} "
+        f"{'aiconfig':>9} {'err':>8}"
+    )
     for r in rows:
         tf_err, aic_err = r["tf"] / r["measured"] - 1.0, r["aic"] / r["measured"] - 1.0
         tf = f"{r['tf']:9.1f}" if math.isfinite(r["tf"]) else "        -"
         aic = f"{r['aic']:9.1f}" if math.isfinite(r["aic"]) else "        -"
-        print(f"{r['id'][:46]:<46} {r['split']:<7} {r['metric'][:30]:<30} {r['measured']:9.1f} {tf} "
-              f"{_pct(tf_err)} {aic} {_pct(aic_err)}")
+        print(
+            f"{r['id'][:46]:<46} {r['split']:<7} {r['metric'][:30]:<30} {r['measured']:9.1f} {tf} "
+            f"{_pct(tf_err)} {aic} {_pct(aic_err)}"
+        )
         if r["tf_why"] and r["tf_why"] == r["aic_why"]:
             print(f"{'':<4}both skip: {r['tf_why']}")
         else:
@@ -89,8 +93,10 @@ def print_summary(rows: list[dict]) -> None:
     tf_all, aic_all = errs("tf", lambda r: ok(r, "tf")), errs("aic", lambda r: ok(r, "aic"))
     print(f"{'tenfold predicts':<34} {len(tf_all):>4} {_mape(tf_all):>8} {'':>15}")
     print(f"{'aiconfigurator predicts':<34} {len(aic_all):>4} {'':>8} {_mape(aic_all):>15}")
-    print(f"{'both predict':<34} {len(both):>4} {_mape(errs('tf', lambda r: r in both)):>8} "
-          f"{_mape(errs('aic', lambda r: r in both)):>15}")
+    print(
+        f"{'both predict':<34} {len(both):>4} {_mape(errs('tf', lambda r: r in both)):>8} "
+        f"{_mape(errs('aic', lambda r: r in both)):>15}"
+    )
     for split in sorted({r["split"] for r in both}):
         sel = [r for r in both if r["split"] == split]
         tf = [r["tf"] / r["measured"] - 1.0 for r in sel]

@@ -138,7 +138,10 @@ class _Runner:
 
         q, eng = self.q, self.q.engine
         runtime = RuntimeConfig(isl=q.input_len, osl=q.output_len, batch_size=int(batch))
-        kwargs = {"ctx_tokens": eng.max_num_tokens or q.input_len, "free_gpu_memory_fraction": eng.kv_fraction}
+        kwargs = {
+            "ctx_tokens": eng.max_num_tokens or q.input_len,
+            "free_gpu_memory_fraction": eng.kv_fraction,
+        }
         if q.draft_tokens:
             kwargs["decode_tokens_per_iteration"] = q.accepted_tokens
         summary = self.backend.run_agg(self.model, self.database, runtime, **kwargs)
