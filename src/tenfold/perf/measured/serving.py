@@ -61,21 +61,31 @@ def _columns(path: Path) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in pq.read_table(path).to_pydict().items()}
 
 
-def _rows(system: str | None, family: str, backend: str, name: str, **keys: object):
-    """Columns and the mask of rows matching `keys` in the newest version that measured them."""
-    for path in _files(system, family, backend, name) if system else ():
-        cols = _columns(path)
-        mask = _select(cols, **keys)
-        if mask.any():
-            return cols, mask
-    return None, None
-
-
 def _select(cols: dict[str, np.ndarray], **keys: object) -> np.ndarray:
     mask = np.ones(len(cols["latency"]), dtype=bool)
     for k, v in keys.items():
         mask &= cols[k] == v
     return mask
+
+
+@lru_cache(maxsize=4096)
+def _curves(
+    system: str | None, family: str, backend: str, name: str, x: str, y: str | None, keys: tuple
+) -> tuple | None:
+    """Per distinct `y` value (or once if None): the measured `x` sizes and the fastest latency (ms) at
+    each, for the rows matching `keys` ((column, value) pairs) in the newest version that measured
+    them (cached: fits and sweeps ask for the same shapes again and again)."""
+    for path in _files(system, family, backend, name) if system else ():
+        cols = _columns(path)
+        mask = _select(cols, **dict(keys))
+        if not mask.any():
+            continue
+        xs, lat = cols[x][mask].astype(float), cols["latency"][mask].astype(float)
+        if y is None:
+            return ((None, *_best(xs, lat)),)
+        ys = cols[y][mask].astype(float)
+        return tuple((v, *_best(xs[ys == v], lat[ys == v])) for v in np.unique(ys))
+    return None
 
 
 def _interp_1d(x: np.ndarray, y: np.ndarray, at: float) -> float:
@@ -115,11 +125,7 @@ def moe_seconds(
 ) -> float | None:
     """Measured seconds of one MoE layer's expert computation on one GPU (module docstring) for `tokens`
     tokens entering the layer on the rank; None where that shape was not measured."""
-    cols, mask = _rows(
-        COMM_SYSTEMS.get(gpu),
-        "moe",
-        backend,
-        "moe_perf.parquet",
+    keys = dict(
         moe_dtype=MOE_DTYPES.get(precision),
         hidden_size=hidden,
         inter_size=inter,
@@ -129,22 +135,20 @@ def moe_seconds(
         moe_ep_size=moe_ep,
         distribution=distribution,
     )
-    if cols is None:
+    system = COMM_SYSTEMS.get(gpu)
+    curves = _curves(system, "moe", backend, "moe_perf.parquet", "num_tokens", None, tuple(keys.items()))
+    if curves is None:
         return None
-    x, y = _best(cols["num_tokens"][mask].astype(float), cols["latency"][mask].astype(float))
+    _, x, y = curves[0]
     return _interp_1d(x, y, tokens) * 1e-3
 
 
-def _interp_2d(batch: np.ndarray, ctx: np.ndarray, lat: np.ndarray, b: float, c: float) -> float | None:
+def _interp_2d(curves: tuple, b: float, c: float) -> float:
     """`_interp_1d` in context at each measured batch whose contexts reach `c`, then in batch. Large
     batches were measured only at short contexts (the cache must fit), so beyond the largest batch that
     reaches `c` the latency follows the line in batch at that context (bandwidth-bound: bytes grow with
     the batch); if no batch reaches `c`, each batch's own line in context is used."""
-    bs = np.unique(batch)
-    if not len(bs):
-        return None
-    curves = [(bb, *_best(ctx[batch == bb], lat[batch == bb])) for bb in bs]
-    reach = [cv for cv in curves if cv[1][-1] >= c] or curves
+    reach = [cv for cv in curves if cv[1][-1] >= c] or list(curves)
     xb = np.array([cv[0] for cv in reach], dtype=float)
     yb = np.array([_interp_1d(cs, ls, c) for _, cs, ls in reach])
     return _interp_1d(xb, yb, b)
@@ -155,19 +159,10 @@ def mla_decode_seconds(
 ) -> float | None:
     """Measured seconds of one layer's MLA decode attention for `batch` sequences of `ctx` cached tokens
     with `heads_per_rank` query heads on the GPU; None where not measured."""
-    cols, mask = _rows(
-        COMM_SYSTEMS.get(gpu),
-        "mla",
-        backend,
-        "generation_mla_perf.parquet",
-        kv_cache_dtype=KV_DTYPES.get(kv_precision),
-        num_heads=heads_per_rank,
-    )
-    if cols is None:
-        return None
-    lat = cols["latency"][mask].astype(float)
-    t = _interp_2d(cols["batch_size"][mask].astype(float), cols["step"][mask].astype(float), lat, batch, ctx)
-    return None if t is None else t * 1e-3
+    keys = (("kv_cache_dtype", KV_DTYPES.get(kv_precision)), ("num_heads", heads_per_rank))
+    name = "generation_mla_perf.parquet"
+    curves = _curves(COMM_SYSTEMS.get(gpu), "mla", backend, name, "step", "batch_size", keys)
+    return None if curves is None else _interp_2d(curves, batch, ctx) * 1e-3
 
 
 def attention_decode_seconds(
@@ -183,19 +178,14 @@ def attention_decode_seconds(
     backend: str = "trtllm",
 ) -> float | None:
     """Measured seconds of one layer's GQA/MHA decode attention on one GPU; None where not measured."""
-    cols, mask = _rows(
-        COMM_SYSTEMS.get(gpu),
-        "attention",
-        backend,
-        "generation_attention_perf.parquet",
+    keys = dict(
         kv_cache_dtype=KV_DTYPES.get(kv_precision),
         num_heads=heads_per_rank,
         num_key_value_heads=kv_heads_per_rank,
         head_dim=head_dim,
         window_size=window,
     )
-    if cols is None:
-        return None
-    lat = cols["latency"][mask].astype(float)
-    t = _interp_2d(cols["batch_size"][mask].astype(float), cols["step"][mask].astype(float), lat, batch, ctx)
-    return None if t is None else t * 1e-3
+    name = "generation_attention_perf.parquet"
+    system = COMM_SYSTEMS.get(gpu)
+    curves = _curves(system, "attention", backend, name, "step", "batch_size", tuple(keys.items()))
+    return None if curves is None else _interp_2d(curves, batch, ctx) * 1e-3
