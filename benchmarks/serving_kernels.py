@@ -5,7 +5,8 @@ latency point that issue 16 reports at +386 %), at several batch sizes per atten
 step (no prefill, one token per sequence, cached context ISL + OSL/2):
 
 * attention core, one layer: tenfold's `attention_s` / layers (`tenfold.perf.serving.step.step_times`)
-  against the measured MLA or GQA decode kernel (`tenfold.perf.measured.serving`);
+  against the measured MLA or GQA decode kernel, sliding-window layers at their window
+  (`tenfold.perf.measured.serving.layer_decode_attention_seconds`);
 * one MoE layer: tenfold's whole MoE-layer FFN time (routed experts, router, shared experts, elementwise,
   fixed per-layer and per-expert costs: the growth of `ffn_s` when one MoE layer is added) against the
   measured fused-MoE kernel (balanced routing, and aiconfigurator's default power-law skew 1.01) plus
@@ -23,7 +24,7 @@ import numpy as np
 
 from tenfold.perf.calibration import load_calibration
 from tenfold.perf.measured import available, gemm_efficiency
-from tenfold.perf.measured.serving import attention_decode_seconds, mla_decode_seconds, moe_seconds
+from tenfold.perf.measured.serving import layer_decode_attention_seconds, moe_seconds
 from tenfold.perf.serving.query import ServingQuery
 from tenfold.perf.serving.step import serving_rates, step_times
 from tenfold.perf.specs.precision import get_precision
@@ -94,19 +95,7 @@ def _shared_seconds(q: ServingQuery, tokens: float) -> float | None:
 def _measured(q: ServingQuery, b: float) -> dict[str, float | None]:
     m, dep, gpu = q.model, q.deployment, q.hardware.name
     ctx = q.input_len + q.output_len / 2
-    heads = m.heads // dep.tp
-    if m.is_mla:
-        attn = mla_decode_seconds(gpu, q.kv_precision, batch=b, ctx=ctx, heads_per_rank=heads)
-    else:
-        attn = attention_decode_seconds(
-            gpu,
-            q.kv_precision,
-            batch=b,
-            ctx=ctx,
-            heads_per_rank=heads,
-            kv_heads_per_rank=max(m.kv_heads // dep.tp, 1),
-            head_dim=m.head_dim,
-        )
+    attn = layer_decode_attention_seconds(gpu, q.kv_precision, m, tp=dep.tp, batch=b, ctx=ctx)
     out: dict[str, float | None] = {"attn": attn}
     if m.is_moe:
         tokens = b * dep.dp  # tokens entering the MoE on a rank (gathered over attention DP)

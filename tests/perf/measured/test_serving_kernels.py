@@ -56,3 +56,16 @@ def test_mla_decode_has_a_launch_floor_and_grows_with_batch():
     assert small is not None and small > 5e-6  # a kernel launch, not 2.4 MB / 8 TB/s = 0.3 us
     assert large is not None and large > 2 * small
     assert np.isfinite(large)
+
+
+def test_sliding_window_layers_are_read_at_their_window():
+    """gpt-oss-120b: half its layers attend over 128 tokens, so at a long context its average layer is
+    well below a full-attention layer of the same heads."""
+    from tenfold.perf.specs.models import load_model
+
+    model = load_model("gpt-oss-120b")
+    mean = serving.layer_decode_attention_seconds("b200", "fp8", model, tp=1, batch=256, ctx=8192)
+    full = serving.attention_decode_seconds(
+        "b200", "fp8", batch=256, ctx=8192, heads_per_rank=64, kv_heads_per_rank=8, head_dim=64
+    )
+    assert mean is not None and full is not None and mean < 0.8 * full

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from tenfold.perf.measured.tables import COMM_SYSTEMS, data_root
+from tenfold.perf.specs.models import ModelSpec
 
 MOE_DTYPES = {"bf16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}
 KV_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
@@ -189,3 +190,26 @@ def attention_decode_seconds(
     system = COMM_SYSTEMS.get(gpu)
     curves = _curves(system, "attention", backend, name, "step", "batch_size", tuple(keys.items()))
     return None if curves is None else _interp_2d(curves, batch, ctx) * 1e-3
+
+
+def layer_decode_attention_seconds(
+    gpu: str, kv_precision: str, model: ModelSpec, *, tp: int, batch: float, ctx: float
+) -> float | None:
+    """Measured decode-attention seconds of an average layer of `model` under attention TP `tp`: the MLA
+    kernel for MLA models, else the GQA/MHA kernel, with sliding-window layers (the model's
+    `window_layer_fraction` of them, window `sliding_window`) read at their window; None where any
+    needed shape was not measured."""
+    if batch <= 0:
+        return 0.0
+    heads = model.heads // tp
+    if model.is_mla:
+        return mla_decode_seconds(gpu, kv_precision, batch=batch, ctx=ctx, heads_per_rank=heads)
+    shape = dict(batch=batch, ctx=ctx, heads_per_rank=heads, kv_heads_per_rank=max(model.kv_heads // tp, 1))
+    full = attention_decode_seconds(gpu, kv_precision, head_dim=model.head_dim, **shape)
+    frac = model.window_layer_fraction if model.sliding_window else 0.0
+    if frac <= 0 or full is None:
+        return full
+    local = attention_decode_seconds(
+        gpu, kv_precision, head_dim=model.head_dim, window=model.sliding_window, **shape
+    )
+    return None if local is None else frac * local + (1.0 - frac) * full
