@@ -286,8 +286,10 @@ def inference_claim(
         f"HBM per GPU {hw1.name}/{hw0.name}: bandwidth {hw1.hbm_Bps / hw0.hbm_Bps:.2f}x, capacity "
         f"{hw1.hbm_bytes / hw0.hbm_bytes:.2f}x (what bounds decode; folded into the utilisation factor)",
         f"1.8T parameters in FP8 exceed one HGX H100 node ({8 * hw0.hbm_bytes / 1e9:,.0f} GB): H100 is "
-        "served as TP8 inside a node with pipeline stages across nodes, which the serving model lacks "
-        "(no pipeline parallelism yet), so its baseline shards the model with TP/EP across InfiniBand",
+        "served across nodes over InfiniBand: the search tries TP/EP over the network and pipeline stages "
+        "across nodes (up to 8), and keeps the faster",
+        "near a GPU's interactivity ceiling its batch falls to one or a few sequences and the ratio grows "
+        "without bound: read it against the sweep below, not as one number",
         f"GPT-MoE-1.8T's attention is assumed GQA ({model.kv_heads} KV heads, catalog): its KV cache at ISL "
         f"{input_len:,} is {kv_seq / 1e9:,.0f} GB per sequence in FP8, which caps every GPU's batch",
     ]

@@ -10,8 +10,9 @@ concurrency):
 * attention data parallelism over d GPUs (powers of two) with EP = d for MoE models (DEP, the
   wide-EP recipe of TensorRT-LLM / SGLang);
 * with `max_pp` > 1, each TP deployment (EP 1 or EP = tp) also split into pp = 2, 4, ... <= max_pp
-  pipeline stages (pipeline.py) where tp·pp <= max_gpus; off by default (max_pp = 1), so `compare --serve`
-  and the claims search the deployments they always did;
+  pipeline stages (pipeline.py) where tp·pp <= max_gpus (default up to 8 stages: a model too large for
+  one node is served with TP inside a node and stages across nodes, as NVIDIA's H100 baselines are; max_pp
+  = 1 searches without pipelines);
 * concurrency on a geometric grid (4 points per doubling) up to the batch limit; queued points are excluded.
 
 The best point per (deployment, precision) is the largest throughput among the points meeting both limits.
@@ -35,7 +36,11 @@ from tenfold.perf.specs.precision import check_supported, get_precision
 from tenfold.perf.training.layout import divisors
 
 
-def deployments(model: ModelSpec, max_gpus: int, max_pp: int = 1) -> list[Deployment]:
+MAX_PP = 8
+"""Most pipeline stages the search tries by default."""
+
+
+def deployments(model: ModelSpec, max_gpus: int, max_pp: int = MAX_PP) -> list[Deployment]:
     """Candidate deployments of one instance (module docstring), structurally valid for the model."""
     eps = divisors(model.experts) if model.is_moe else [1]
     out = []
@@ -140,7 +145,7 @@ def search_inference(
     kv_precision: str | None = None,
     serving_engine: Engine | str = "trtllm",
     max_gpus: int = 128,
-    max_pp: int = 1,
+    max_pp: int = MAX_PP,
     progress: Callable[[int, int], None] | None = None,
     calibration: Calibration | None = None,
 ) -> ServingSearch:
