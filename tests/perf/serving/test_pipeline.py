@@ -147,14 +147,15 @@ def test_cli_estimate_infer_takes_pp():
     assert d["breakdown"]["pp_s"] > 0.0
 
 
-def test_search_tries_pipeline_stages_only_when_asked():
+def test_search_tries_pipeline_stages_unless_told_not_to():
     m = load_model("llama3.1-405b")
-    assert all(d.pp == 1 for d in deployments(m, 16))
+    assert all(d.pp == 1 for d in deployments(m, 16, max_pp=1))
     with_pp = deployments(m, 16, max_pp=4)
     assert {d.pp for d in with_pp} == {1, 2, 4} and all(d.gpus <= 16 for d in with_pp)
+    assert {d.pp for d in deployments(m, 64)} == {1, 2, 4, 8}  # the default tries up to 8 stages
     kw = dict(input_len=1024, output_len=1024, min_tokens_per_s_per_user=10, max_ttft_ms=5000)
     kw |= dict(precision="fp8", max_gpus=16)
-    plain = search_inference("llama3.1-405b", "h100-sxm", **kw)
+    plain = search_inference("llama3.1-405b", "h100-sxm", max_pp=1, **kw)
     piped = search_inference("llama3.1-405b", "h100-sxm", max_pp=4, **kw)
     assert piped.tried > plain.tried
     assert piped.best.output_tokens_per_s_per_gpu >= plain.best.output_tokens_per_s_per_gpu

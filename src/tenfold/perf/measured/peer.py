@@ -117,7 +117,7 @@ class _Runner:
             moe_ep_size=moe_ep,
             gemm_quant_mode=gemm,
             moe_quant_mode=moe,
-            kvcache_quant_mode=KV_MODES.get(q.kv_precision),
+            kvcache_quant_mode=KV_MODES.get(q.formats.kv),
         )
         apply_nextn(config, q.draft_tokens)
         resolve_context_fmha_by_data(config, path, self.database, backend, is_context_role=True)

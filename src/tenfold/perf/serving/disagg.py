@@ -201,7 +201,7 @@ def kv_transfer(
     rank moves its share (its KV heads under TP; MLA's latent is replicated, so one rank of a TP group
     sends it) in parallel with the others, at its own link's rate, plus one link latency."""
     model = query.model
-    per_rank = float(kv_bytes_per_sequence(model, query.kv_precision, query.input_len, tp=prefill.tp))
+    per_rank = float(kv_bytes_per_sequence(model, query.formats.kv, query.input_len, tp=prefill.tp))
     senders = 1 if model.is_mla else min(prefill.tp, max(model.kv_heads, 1))
     bw, lat = (
         (links.up_Bps, links.up_latency_s) if link == "scale-up" else (links.out_Bps, links.out_latency_s)

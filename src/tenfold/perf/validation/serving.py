@@ -225,7 +225,7 @@ def row_deployment(gpus: int, tp: int, pp: int, ep: int, adp: str) -> tuple[Depl
     """A row's instance, how many independent replicas of it the row's GPUs hold, and a note on what was
     assumed (or, with no deployment, why none). `adp` is the attention_dp cell ('0', '1' or '')."""
     if gpus % (tp * pp):
-        return None, 0, f"tp·pp={tp * pp} does not divide num_gpus={gpus}"
+        return None, 0, f"tp={tp} x pp={pp} = {tp * pp} GPUs per instance does not divide num_gpus={gpus}"
     rest = gpus // (tp * pp)
     if rest > 1 and adp == "0":
         dep = Deployment(tp=tp, pp=pp, ep=ep)
