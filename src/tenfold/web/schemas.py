@@ -46,7 +46,7 @@ ModelName = Literal[MODEL_NAMES]  # type: ignore[valid-type]
 GpuName = Literal[GPU_NAMES]  # type: ignore[valid-type]
 TrainPrecision = Literal[tuple(sorted(PRECISIONS))]  # type: ignore[valid-type]
 WeightPrecision = Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
-KvPrecision = Literal[KV_PRECISIONS]  # type: ignore[valid-type]
+KvPrecision = Literal[(*KV_PRECISIONS, "auto")]  # type: ignore[valid-type]
 EngineName = Literal[ENGINE_NAMES]  # type: ignore[valid-type]
 SoftwareName = Literal[STACK_NAMES]  # type: ignore[valid-type]
 GridPreset = Literal[GRID_PRESETS]  # type: ignore[valid-type]
@@ -140,7 +140,7 @@ class InferEstimateRequest(_Body):
     dp: int = Field(1, ge=1, le=256)
     ep: int = Field(1, ge=1, le=256)
     precision: WeightPrecision = "bf16"
-    kv_precision: KvPrecision = "bf16"
+    kv_precision: KvPrecision = Field("auto", description="KV-cache format; auto: what the engine picks for the checkpoint")
     engine: EngineName = "trtllm"
     curve: bool = Field(True, description="also the throughput-vs-interactivity curve")
 
