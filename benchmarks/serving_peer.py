@@ -6,7 +6,9 @@ end-to-end aggregated estimate of the same deployment (`tenfold.perf.measured.pe
 model architecture, GPU, TP / attention DP / EP, weight and KV formats, ISL/OSL, concurrency or max load,
 MTP), each with its signed error against the measurement, the row's split (fit/holdout) and, where a tool
 cannot predict the row, why. Then the MAPE of each tool over the rows it predicts, over the rows both
-predict, and by split.
+predict, and by split. Because tenfold's errors on `fit` rows are in-sample, the summary also gives its
+out-of-sample error on every row: the leave-one-source-out prediction stored in `inference_cv.csv` for fit
+rows, the plain prediction for holdout rows (never fitted).
 
 Run: `python benchmarks/serving_peer.py` (needs the `measured` extra: aiconfigurator-core and pyarrow; says
 so and exits otherwise). Prints; never asserts. tenfold's errors on `fit` rows are in-sample (the
@@ -24,6 +26,7 @@ import time
 from tenfold.perf.calibration import load_calibration
 from tenfold.perf.measured import available
 from tenfold.perf.measured.peer import peer_estimate
+from tenfold.perf.validation.cvresults import read_cv
 from tenfold.perf.validation.serving import load_cases, predict_case
 
 
@@ -38,16 +41,20 @@ def _mape(errors: list[float]) -> str:
 def run_rows() -> list[dict]:
     """Both tools on every shipped row (progress to stderr)."""
     cal = load_calibration(kind="inference")
+    cv = read_cv(kind="inference")
     cases = load_cases()
     rows = []
     for i, c in enumerate(cases, 1):
         t0 = time.perf_counter()
         row = {"id": c.id, "split": c.split, "metric": c.metric, "measured": c.measured}
-        row["tf"], row["tf_why"] = math.nan, c.reason
+        row["tf"], row["tf_why"], row["tf_out"] = math.nan, c.reason, math.nan
         row["aic"], row["aic_why"], row["setup"] = math.nan, c.reason, ""
         if not c.reason:
             r = predict_case(c, cal)
             row["tf"] = r.predicted
+            held = c.id in cv and c.split == "fit"
+            plain = r.predicted if c.split == "holdout" else math.nan
+            row["tf_out"] = cv[c.id].predicted if held else plain
             row["tf_why"] = "" if math.isfinite(r.predicted) else f"infeasible: {r.layout}"
             p = peer_estimate(c.query, metric=c.metric, concurrency=c.concurrency, model_name=c.model_name)
             row["aic"], row["aic_why"], row["setup"] = p.value, p.reason, p.setup
@@ -102,6 +109,10 @@ def print_summary(rows: list[dict]) -> None:
         tf = [r["tf"] / r["measured"] - 1.0 for r in sel]
         aic = [r["aic"] / r["measured"] - 1.0 for r in sel]
         print(f"{'both predict, split ' + split:<34} {len(sel):>4} {_mape(tf):>8} {_mape(aic):>15}")
+    out = [r for r in both if ok(r, "tf_out")]
+    tf_out, aic_out = errs("tf_out", lambda r: r in out), errs("aic", lambda r: r in out)
+    label = "both predict, tenfold out of sample"
+    print(f"{label:<34} {len(out):>4} {_mape(tf_out):>8} {_mape(aic_out):>15}")
     within = sum(abs(r["tf"] / r["measured"] - 1) < abs(r["aic"] / r["measured"] - 1) for r in both)
     print(f"tenfold closer on {within} of {len(both)} rows both predict")
 
