@@ -47,7 +47,9 @@ cached context and a prefill kernel over the prompts (sources at the end):
 
 Overlap rules: GEMM compute and weight reads overlap within a kernel (the max); kernels of a layer run one
 after another (sum); prefill and decode tokens share the linear layers of a step; TP all-reduces are
-exposed; the MoE all-to-all is exposed unless `ep_overlap`.
+exposed; the MoE exchange is exposed unless `ep_overlap` (two-batch overlap), which hides it behind the
+other micro-batch's whole layer (attention projections, attention core and FFN: exposed = max(X - C, 0)
+per MoE layer) and launches every kernel once per micro-batch (TBO_MICRO_BATCHES).
 
 Sources: [LLM-Viewer] Yuan et al., "LLM Inference Unveiled: Survey and Roofline Model Insights", arXiv
 2402.16363; [llm-analysis] https://github.com/cli99/llm-analysis (`infer` mode); [GenZ] Bambhaniya et
@@ -80,6 +82,10 @@ KERNELS_HEAD = 3  # final norm, head GEMM, sampler
 # the MQA-like kernel and W_O ([TRT-LLM blog 1], "Everything in One Diagram", modules 1-8) where GQA runs a
 # QKV GEMM, RoPE + append, attention and O: 4 more kernels per layer.
 KERNELS_MLA_EXTRA = 4
+# Two-batch overlap splits a step into two micro-batches that each run every operation of a layer, so the
+# other's MoE exchange hides behind it; the kernels launch once per micro-batch (SGLang's
+# `--enable-two-batch-overlap`, https://lmsys.org/blog/2025-05-05-large-scale-ep, "Two-batch Overlap").
+TBO_MICRO_BATCHES = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -373,8 +379,9 @@ def step_times(
             per_layer = moe_exchange_time(
                 t_loc, t_ep, model=model, formats=formats, ep=ep, ep_comm=ep_comm, links=links, prefill=p > 0
             )
-            if ep_overlap:
-                per_layer = np.maximum(per_layer - moe, 0.0)
+            if ep_overlap:  # the other micro-batch's layer (attention + FFN) runs meanwhile
+                compute = proj + out["attention_s"] / model.layers + moe
+                per_layer = np.maximum(per_layer - compute, 0.0)
             ep_time = model.moe_layers * per_layer
     out["ffn_s"] = ffn
     out["ep_s"] = ep_time
@@ -391,6 +398,8 @@ def step_times(
     kernels = model.n_dense_layers * KERNELS_DENSE + model.moe_layers * KERNELS_MOE + KERNELS_HEAD
     kernels += model.layers * KERNELS_MLA_EXTRA if model.is_mla else 0
     parts = ("attn_proj_s", "attention_s", "ffn_s", "tp_s", "ep_s", "head_s", "draft_s")
+    if ep_overlap and dp > 1 and model.moe_layers:
+        kernels *= TBO_MICRO_BATCHES  # each micro-batch launches the layer's kernels
     out["overhead_s"] = np.full_like(b, kernels * r.kernel_s + r.step_s)
     out["step_s"] = sum(out[k] for k in parts) + out["overhead_s"]
     return out
