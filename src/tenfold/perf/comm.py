@@ -81,6 +81,18 @@ def all_to_all_time(intra_bytes, inter_bytes, n, links: Links, *, fused: bool = 
     return np.where(n > 1, np.maximum(t_in, t_out), 0.0)
 
 
+def groups_touched(n, topk: int, limit: int = 0):
+    """Expected distinct members of `n` equal groups (ranks or scale-up domains) that one token's `topk`
+    experts fall in under uniform routing, n·(1 - (1 - 1/n)^k), capped at `limit` (node-limited routing,
+    DeepSeek-V3 arXiv 2412.19437 §2.1.2: at most M = 4 nodes per token; 0 = no cap)."""
+    n = np.asarray(n, dtype=float)
+    miss = np.ones_like(n)
+    for _ in range(topk):  # (1 - 1/n)^k by multiplication: exact and identical for any array length
+        miss = miss * (1.0 - 1.0 / n)
+    touched = n * (1.0 - miss)
+    return np.minimum(touched, limit) if limit else touched
+
+
 def moe_dispatch_bytes(
     tokens,
     *,
@@ -109,12 +121,7 @@ def moe_dispatch_bytes(
     if not dedup:
         return intra_plain, inter_plain
     n_dom = np.maximum(ep / n_in, 1.0)
-    miss = np.ones_like(n_dom)
-    for _ in range(topk):  # (1 - 1/n)^k by multiplication: exact and identical for any array length
-        miss = miss * (1.0 - 1.0 / n_dom)
-    touched = n_dom * (1.0 - miss)
-    if node_limit:
-        touched = np.minimum(touched, node_limit)
+    touched = groups_touched(n_dom, topk, node_limit)
     remote = touched * (n_dom - 1.0) / n_dom  # the home domain's share needs no network
     inter = tokens * hidden * elem_bytes * remote
     # Each remote copy fans out to the GPUs of its domain over the scale-up links.

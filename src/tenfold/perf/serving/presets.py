@@ -27,7 +27,10 @@ layer exchanges tokens under attention DP (`ep_comm`): TensorRT-LLM's CUTLASS Mo
 rank's tokens in FP4/FP8 and reduce-scatters the BF16 outputs (TensorRT-LLM tech blog 3, "Optimizing
 DeepSeek R1 Throughput on NVIDIA Blackwell GPUs", its "FP4 AllGather",
 https://github.com/NVIDIA/TensorRT-LLM/tree/main/docs/source/blogs/tech_blog);
-SGLang and vLLM dispatch each token only to the ranks holding its experts (DeepEP all-to-all).
+vLLM dispatches each token only to the ranks holding its experts (plain all-to-all); SGLang's large-EP
+deployments run DeepEP (`--moe-a2a-backend deepep`, as in every LMSYS P/D post), whose `--deepep-mode
+auto` default takes the normal kernels for prefill batches and the low-latency ones for decode batches
+(step.py, "deepep").
 
 Weight-only formats (`weight_only`): weight formats the engine can serve on a GPU without their tensor
 cores by dequantising into BF16 GEMMs (precision.as_weight_only):
@@ -56,7 +59,7 @@ from dataclasses import dataclass, replace
 
 KV_BASES = ("free", "total")
 KV_RESERVATIONS = ("full", "mean")
-EP_COMMS = ("allgather", "alltoall")
+EP_COMMS = ("allgather", "alltoall", "deepep")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,8 +78,9 @@ class Engine:
     runtime_reserve_GiB: CUDA context, NCCL buffers, cuBLAS/CUTLASS workspaces and the sampler, held
         besides weights and activations.
     ep_overlap: MoE dispatch/combine overlaps the other micro-batch's compute (two-batch overlap).
-    ep_comm: "allgather" (all-gather tokens, reduce-scatter outputs) or "alltoall" (dispatch/combine
-        to the ranks holding each token's experts).
+    ep_comm: "allgather" (all-gather tokens, reduce-scatter outputs), "alltoall" (dispatch/combine
+        to the ranks holding each token's experts) or "deepep" (DeepEP's normal kernels for prefill,
+        low-latency kernels for decode).
     weight_only: weight formats it runs weight-only (BF16 math) where the GPU lacks their tensor cores.
     weight_offload: can hold part of the weights in CPU memory (`--cpu-offload-gb`).
     """
@@ -158,7 +162,7 @@ def _sglang() -> Engine:
         kv_reservation="mean",
         max_batch_size=4096,
         max_num_tokens=8192,
-        ep_comm="alltoall",
+        ep_comm="deepep",
         weight_offload=True,
     )
 

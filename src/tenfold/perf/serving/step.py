@@ -35,15 +35,21 @@ cached context and a prefill kernel over the prompts (sources at the end):
   buffers: (n-1)·S/B + one latency; TensorRT-LLM's oneshotAllReduce) inside the scale-up domain, ring
   across it. Under attention data parallelism + EP the MoE layer exchanges tokens in the activation
   format (e.g. FP4, [TRT-LLM blog 3]) and returns outputs in BF16, either as an all-gather +
-  reduce-scatter over the EP group (TensorRT-LLM's CUTLASS path) or all-to-all with one copy per distinct
-  remote rank holding one of the token's experts (DeepEP); the share leaving the scale-up domain runs on
-  the network (comm.py). Exposed unless the engine overlaps it (two-batch overlap).
+  reduce-scatter over the EP group (TensorRT-LLM's CUTLASS path), a plain all-to-all with one copy per
+  distinct remote rank holding one of the token's experts, or DeepEP (SGLang): prefill steps use its
+  normal kernels, which send a token once per scale-up domain holding its experts (at most 4 under
+  DeepSeek-V3's node-limited routing) over the network and forward it over NVLink inside the domain;
+  decode steps use its low-latency kernels, one message per (token, expert) pair, over the network to
+  other domains and NVLink within one (deepep_normal_time, deepep_low_latency_time). The share leaving
+  the scale-up domain runs on the network (comm.py). Exposed unless the engine overlaps it.
 * Overheads: a fitted fixed cost per kernel (CUDA-graph launched) and per step (scheduler, sampler); an
   MLA layer runs 4 more kernels than a GQA one (KERNELS_MLA_EXTRA).
 
 Overlap rules: GEMM compute and weight reads overlap within a kernel (the max); kernels of a layer run one
 after another (sum); prefill and decode tokens share the linear layers of a step; TP all-reduces are
-exposed; the MoE all-to-all is exposed unless `ep_overlap`.
+exposed; the MoE exchange is exposed unless `ep_overlap` (two-batch overlap), which hides it behind the
+other micro-batch's whole layer (attention projections, attention core and FFN: exposed = max(X - C, 0)
+per MoE layer) and launches every kernel once per micro-batch (TBO_MICRO_BATCHES).
 
 Sources: [LLM-Viewer] Yuan et al., "LLM Inference Unveiled: Survey and Roofline Model Insights", arXiv
 2402.16363; [llm-analysis] https://github.com/cli99/llm-analysis (`infer` mode); [GenZ] Bambhaniya et
@@ -76,6 +82,10 @@ KERNELS_HEAD = 3  # final norm, head GEMM, sampler
 # the MQA-like kernel and W_O ([TRT-LLM blog 1], "Everything in One Diagram", modules 1-8) where GQA runs a
 # QKV GEMM, RoPE + append, attention and O: 4 more kernels per layer.
 KERNELS_MLA_EXTRA = 4
+# Two-batch overlap splits a step into two micro-batches that each run every operation of a layer, so the
+# other's MoE exchange hides behind it; the kernels launch once per micro-batch (SGLang's
+# `--enable-two-batch-overlap`, https://lmsys.org/blog/2025-05-05-large-scale-ep, "Two-batch Overlap").
+TBO_MICRO_BATCHES = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,16 +195,70 @@ def experts_touched(tokens, *, experts_local: float, topk: int, experts: int):
     return experts_local * (1.0 - (1.0 - topk / experts) ** t)
 
 
-def moe_exchange_time(t_loc, t_ep, *, model: ModelSpec, formats: Formats, ep: int, ep_comm: str, links):
+def deepep_normal_time(tokens, *, ep: int, topk: int, hidden: int, elem_bytes: float, links, node_limit=0):
+    """One DeepEP normal-kernel dispatch (or combine) of `tokens` tokens per GPU: each token crosses the
+    network once per scale-up domain holding one of its experts (node-limited routing caps them) and is
+    forwarded inside that domain over the scale-up links, one copy per rank holding its experts; the two
+    tiers run concurrently. Inside one domain it is a direct copy per distinct rank.
+
+    Volumes count the home domain's (rank's) share, as DeepEP's reported "bottleneck bandwidth" does
+    (its tests/test_internode.py counts (token, node) pairs including the local node; the V2 README notes
+    "the results are logical bandwidth"), and move at the tier's link rate: 43-58 GB/s logical per
+    400 Gb/s CX7 NIC and 153-158 GB/s over H800's ~160 GB/s NVLink for EP8-64, 4096 tokens, hidden 7168,
+    top-8 (https://github.com/deepseek-ai/DeepEP, "Normal kernels with NVLink and RDMA forwarding")."""
+    t = np.asarray(tokens, dtype=float)
+    if ep <= 1:
+        return np.zeros_like(t)
+    n_in = min(ep, links.domain)
+    size = t * hidden * elem_bytes
+    ranks = comm.groups_touched(float(ep), topk)
+    nvlink = size * ranks / links.up_Bps + links.up_latency_s
+    if ep <= links.domain:
+        return nvlink
+    nodes = comm.groups_touched(ep / n_in, topk, node_limit)
+    return np.maximum(nvlink, size * nodes / links.out_Bps + links.out_latency_s)
+
+
+def deepep_low_latency_time(tokens, *, ep: int, topk: int, hidden: int, elem_bytes: float, links):
+    """One DeepEP low-latency dispatch (or combine) of `tokens` tokens per GPU: one message per (token,
+    expert) pair straight to the expert's rank, no deduplication, over the network (RDMA with IBGDA)
+    or, inside the scale-up domain, NVLink; the tiers run concurrently at their link rates. DeepEP
+    reports 39-98 GB/s per 400 Gb/s NIC (dispatch) counting every (token, expert) pair, for EP8-256 at
+    128 tokens, hidden 7168, top-8 ("Low-latency kernels with pure RDMA", DeepEP README)."""
+    t = np.asarray(tokens, dtype=float)
+    if ep <= 1:
+        return np.zeros_like(t)
+    n_in = min(ep, links.domain)
+    pairs = t * topk * hidden * elem_bytes
+    nvlink = pairs * n_in / ep / links.up_Bps + links.up_latency_s
+    if ep <= links.domain:
+        return nvlink
+    return np.maximum(nvlink, pairs * (ep - n_in) / ep / links.out_Bps + links.out_latency_s)
+
+
+def moe_exchange_time(
+    t_loc, t_ep, *, model: ModelSpec, formats: Formats, ep: int, ep_comm: str, links, prefill=False
+):
     """Seconds of one MoE layer's token exchange under attention data parallelism: tokens leave in the
     activation format (e.g. FP4) and return in BF16, either all-gathered and reduce-scattered over the EP
-    group (`ep_comm` "allgather", `t_ep` tokens in the group) or dispatched to the ranks holding each of
-    the `t_loc` local tokens' experts ("alltoall")."""
+    group (`ep_comm` "allgather", `t_ep` tokens in the group), dispatched to the ranks holding each of
+    the `t_loc` local tokens' experts by a plain all-to-all ("alltoall"), or by DeepEP ("deepep"): its
+    normal kernels for steps that carry prefill tokens (`prefill`), its low-latency kernels for pure
+    decode steps, as SGLang's default `--deepep-mode auto` does ("low_latency for decode batch and normal
+    for prefill batch", SGLang server arguments, https://docs.sglang.ai/advanced_features/server_arguments.html)."""
     h, k = model.hidden, model.topk
     disp_bytes = formats.activations.operand_bytes
     if ep_comm == "allgather":
         gather = comm.all_gather_time(t_ep * h * disp_bytes, ep, 1.0, links)
         return gather + comm.reduce_scatter_time(t_ep * h * 2.0, ep, 1.0, links)
+    if ep_comm == "deepep":
+        kw = dict(ep=ep, topk=k, hidden=h, links=links)
+        normal = sum(
+            deepep_normal_time(t_loc, elem_bytes=e, node_limit=model.node_limit, **kw)
+            for e in (disp_bytes, 2.0)
+        )
+        low = sum(deepep_low_latency_time(t_loc, elem_bytes=e, **kw) for e in (disp_bytes, 2.0))
+        return np.where(prefill, normal, low)
     out = dispatch_time(t_loc, ep=ep, topk=k, hidden=h, elem_bytes=disp_bytes, links=links)
     return out + dispatch_time(t_loc, ep=ep, topk=k, hidden=h, elem_bytes=2.0, links=links)
 
@@ -313,10 +377,11 @@ def step_times(
         ffn = ffn + model.moe_layers * moe
         if dp > 1:
             per_layer = moe_exchange_time(
-                t_loc, t_ep, model=model, formats=formats, ep=ep, ep_comm=ep_comm, links=links
+                t_loc, t_ep, model=model, formats=formats, ep=ep, ep_comm=ep_comm, links=links, prefill=p > 0
             )
-            if ep_overlap:
-                per_layer = np.maximum(per_layer - moe, 0.0)
+            if ep_overlap:  # the other micro-batch's layer (attention + FFN) runs meanwhile
+                compute = proj + out["attention_s"] / model.layers + moe
+                per_layer = np.maximum(per_layer - compute, 0.0)
             ep_time = model.moe_layers * per_layer
     out["ffn_s"] = ffn
     out["ep_s"] = ep_time
@@ -333,6 +398,8 @@ def step_times(
     kernels = model.n_dense_layers * KERNELS_DENSE + model.moe_layers * KERNELS_MOE + KERNELS_HEAD
     kernels += model.layers * KERNELS_MLA_EXTRA if model.is_mla else 0
     parts = ("attn_proj_s", "attention_s", "ffn_s", "tp_s", "ep_s", "head_s", "draft_s")
+    if ep_overlap and dp > 1 and model.moe_layers:
+        kernels *= TBO_MICRO_BATCHES  # each micro-batch launches the layer's kernels
     out["overhead_s"] = np.full_like(b, kernels * r.kernel_s + r.step_s)
     out["step_s"] = sum(out[k] for k in parts) + out["overhead_s"]
     return out
