@@ -67,7 +67,7 @@ from tenfold.perf.flops import attention_context
 from tenfold.perf.serving.kvcache import kv_bytes_per_sequence, stored_tokens
 from tenfold.perf.specs.hardware import Hardware
 from tenfold.perf.specs.models import ModelSpec
-from tenfold.perf.specs.precision import Precision
+from tenfold.perf.specs.precision import Precision, as_weight_only, weight_only_mma_fraction
 
 KERNELS_DENSE = 10  # norm, QKV GEMM, RoPE + KV append, decode attn, prefill attn, O GEMM, AR + norm, FFN x3
 KERNELS_MOE = 16  # as dense + router, top-k, permute, 2 grouped GEMMs, activation, finalize, 2 collectives
@@ -76,6 +76,25 @@ KERNELS_HEAD = 3  # final norm, head GEMM, sampler
 # the MQA-like kernel and W_O ([TRT-LLM blog 1], "Everything in One Diagram", modules 1-8) where GQA runs a
 # QKV GEMM, RoPE + append, attention and O: 4 more kernels per layer.
 KERNELS_MLA_EXTRA = 4
+
+
+# Seconds per routed token per MoE layer that a weight-only (W4A16 MXFP4) MoE layer costs on Hopper
+# beyond its grouped GEMMs: NVIDIA's measured MoE layers (aiconfigurator-core moe_perf.parquet, gpt-oss
+# 2880 x 2880 experts, balanced routing, 2,048-16,384 tokens, EP 1-128) fit latency = a per local
+# token-expert pair + b per token entering the layer + c, with b = 57-64 ns on both H100 and H200 for
+# TensorRT-LLM 1.3.0rc20's TRITON backend (65-76 ns for SGLang 0.5.14's), against 1-10 ns for the BF16
+# and FP8 CUTLASS MoE layers of the same tables. Equal on both GPUs, so not HBM traffic: the routing,
+# gather and scatter run over every token the layer receives, which under attention DP is the whole EP
+# group's (all-gathered) tokens, however few of their experts are local.
+WEIGHT_ONLY_MOE_TOKEN_S = {"hopper": 60e-9}
+# Expert weights per second a Hopper GPU unpacks (E2M1 -> BF16, times the E8M0 scale) in a weight-only
+# MoE layer when few tokens reach each expert: the same tables stream the touched MXFP4 experts at
+# 2.7 TB/s (128 local experts, 128-256 tokens, H200) and 1.6-1.7 TB/s (32 local experts, 64-128 tokens)
+# on H200 and H100 alike, so the CUDA-core conversion (about 3-5e12 weights/s, 13-22 per SM per clock),
+# not HBM, bounds it; the BF16 and FP8 CUTLASS layers of the same shapes reach 0.8-0.9 of HBM peak. At
+# large batches each weight is converted once per 128-row tile, as long as the MMAs take, which is why
+# the tensor rate falls to WEIGHT_ONLY_MMA_FRACTION (precision.py) there.
+WEIGHT_ONLY_DEQUANT_PER_S = {"hopper": 4.0e12}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +123,8 @@ class ServingRates:
     step_s: float
     moe_layer_s: float
     moe_efficiency: float
+    moe_token_s: float = 0.0
+    moe_weight_Bps: float = 0.0  # expert-weight streaming rate; 0 = hbm_Bps
 
 
 def gemm_efficiency(cal: Calibration, arch: str, bits_class: str) -> float:
@@ -127,16 +148,22 @@ def serving_rates(hw: Hardware, f: Formats, cal: Calibration, kv_compute: Precis
         return hw.peak(p.peak_key) * gemm_efficiency(cal, hw.arch, p.bits_class)
 
     e16 = hw.peak("bf16") * gemm_efficiency(cal, hw.arch, "16")
+    # weight-only GEMMs dequantise in the main loop: a share of the 16-bit rate (precision.py)
+    ffn_as_run = as_weight_only(f.weights) if f.weights.low and not f.activations.low else f.weights
+    hbm = hw.hbm_Bps * cal.hbm_efficiency
+    dequant = WEIGHT_ONLY_DEQUANT_PER_S.get(hw.arch, 0.0) if ffn_as_run.weight_only else 0.0
     return ServingRates(
-        ffn_flops=rate(f.activations),
-        attn_proj_flops=rate(f.attention),
+        ffn_flops=rate(f.activations) * weight_only_mma_fraction(ffn_as_run, hw.arch),
+        attn_proj_flops=rate(f.attention) * weight_only_mma_fraction(f.attention, hw.arch),
         bf16_flops=e16,
         attn_flops=rate(kv_compute) * cal.attention_efficiency,
-        hbm_Bps=hw.hbm_Bps * cal.hbm_efficiency,
+        hbm_Bps=hbm,
         kernel_s=cal.kernel_overhead_us * 1e-6,
         step_s=getattr(cal, "step_overhead_us", 0.0) * 1e-6,
         moe_layer_s=cal.moe_layer_overhead_us * 1e-6,
         moe_efficiency=getattr(cal, "moe_efficiency", 1.0),
+        moe_token_s=WEIGHT_ONLY_MOE_TOKEN_S.get(hw.arch, 0.0) if ffn_as_run.weight_only else 0.0,
+        moe_weight_Bps=min(hbm, dequant * ffn_as_run.operand_bytes) if dequant else hbm,
     )
 
 
@@ -300,7 +327,7 @@ def step_times(
         touched = experts_touched(t_ep, experts_local=n_exp / ep, topk=k, experts=n_exp)
         moe = np.maximum(
             2.0 * pairs * e_params / (r.ffn_flops * r.moe_efficiency),
-            (touched * e_params * wb + pairs * 4 * h * 2.0) / bw,
+            touched * e_params * wb / (r.moe_weight_Bps or bw) + pairs * 4 * h * 2.0 / bw,
         )
         moe = moe + _gemm(t_loc, h * n_exp, 2.0, r.bf16_flops, bw)  # router (BF16)
         if model.shared_experts:
@@ -309,7 +336,7 @@ def step_times(
                 t_loc, model.mlp_matmul_params(fs) / tp, wb, r.ffn_flops, bw, t_loc * 4 * h * 2.0
             )
         moe = moe + (t_loc * 16 * h * 2.0 + pairs * gate * fe / moe_tp * 2.0 + 4 * k * h * t_loc) / bw
-        moe = moe + r.moe_layer_s
+        moe = moe + r.moe_layer_s + r.moe_token_s * t_ep
         ffn = ffn + model.moe_layers * moe
         if dp > 1:
             per_layer = moe_exchange_time(
