@@ -15,7 +15,7 @@ from tenfold.perf.serving.fit_advice import scaled
 from tenfold.perf.serving.presets import engine
 from tenfold.perf.serving.query import ServingQuery, auto_kv_precision
 from tenfold.perf.serving.results import Deployment
-from tenfold.perf.serving.step import WEIGHT_ONLY_MOE_TOKEN_S, serving_rates
+from tenfold.perf.serving.step import WEIGHT_ONLY_DEQUANT_PER_S, WEIGHT_ONLY_MOE_TOKEN_S, serving_rates
 from tenfold.perf.specs.precision import WEIGHT_ONLY_MMA_FRACTION, as_weight_only, get_precision
 from tenfold.perf.validation.serving import load_cases, predict_case
 
@@ -175,3 +175,51 @@ def test_does_not_fit_names_a_smaller_format_and_offload():
     assert gb * 1e9 >= short * 2**30 - 0.1 * 2**30
     assert "DEP8 (attention DP8, EP8) on 8 x h200" in e.reason
     assert scaled(dep, 2) == Deployment(dp=8, ep=8)
+
+
+def _w4a16_layers(system: str):
+    """NVIDIA's measured TensorRT-LLM W4A16 MXFP4 MoE layers (gpt-oss experts, balanced routing, moe_tp 1)
+    as {(ep, tokens): seconds}, where aiconfigurator-core is installed."""
+    pytest.importorskip("aiconfigurator_core")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from tenfold.perf.measured import tables
+
+    path = tables.data_root() / system / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
+    if not path.exists():
+        pytest.skip(f"{path} not installed")
+    t = pq.read_table(path).to_pydict()
+    out: dict[tuple[int, int], float] = {}
+    for i, dt in enumerate(t["moe_dtype"]):
+        ok = dt == "w4a16_mxfp4" and t["distribution"][i] == "balanced" and t["moe_tp_size"][i] == 1
+        if ok and t["num_experts"][i] == 128 and t["hidden_size"][i] == 2880:
+            key = (int(t["moe_ep_size"][i]), int(t["num_tokens"][i]))
+            out[key] = min(out.get(key, math.inf), t["latency"][i] * 1e-3)
+    return out
+
+
+@pytest.mark.parametrize("system", ["h100_sxm", "h200_sxm"])
+def test_weight_only_constants_follow_the_measured_moe_layers(system):
+    import numpy as np
+
+    lat = _w4a16_layers(system)
+    pair_flops = 2.0 * 3 * 2880 * 2880
+    # large batches: latency = a per local pair + b per token entering the layer + c (all EP sizes)
+    big = [(ep, n, s) for (ep, n), s in lat.items() if n >= 2048]
+    x = np.array([[n * 4 / ep, n, 1.0] for ep, n, _ in big])
+    y = np.array([s for *_, s in big])
+    a, b, _ = np.linalg.lstsq(x / y[:, None], np.ones_like(y), rcond=None)[0]
+    bf16_measured = (573e12, 748e12)  # CUTLASS BF16 grouped GEMMs of the nearest expert sizes (precision.py)
+    share = pair_flops / a / np.array(bf16_measured)
+    assert share.min() - 0.1 < WEIGHT_ONLY_MMA_FRACTION["hopper"] < share.max() + 0.1
+    assert WEIGHT_ONLY_MOE_TOKEN_S["hopper"] == pytest.approx(b, rel=0.25)
+    # small batches (64-256 tokens): expert weights unpacked per second at EP 1-4, the deployments of the
+    # published rows; it grows with the local experts (2.6-3.1e12 at 32, 3.6-4.4e12 at 64, 4.5-5.1e12
+    # at 128), so the single constant sits inside the spread
+    expert = 3 * 2880 * 2880
+    rates = [
+        128 / ep * expert * (1 - (1 - 4 / 128) ** n) / lat[(ep, n)]
+        for ep in (1, 2, 4)
+        for n in (64, 128, 256)
+        if (ep, n) in lat
+    ]
+    assert min(rates) < WEIGHT_ONLY_DEQUANT_PER_S["hopper"] < max(rates)
