@@ -88,10 +88,11 @@ KERNELS_MLA_EXTRA = 4
 # group's (all-gathered) tokens, however few of their experts are local.
 WEIGHT_ONLY_MOE_TOKEN_S = {"hopper": 60e-9}
 # Expert weights per second a Hopper GPU unpacks (E2M1 -> BF16, times the E8M0 scale) in a weight-only
-# MoE layer when few tokens reach each expert: the same tables stream the touched MXFP4 experts at
-# 2.7 TB/s (128 local experts, 128-256 tokens, H200) and 1.6-1.7 TB/s (32 local experts, 64-128 tokens)
-# on H200 and H100 alike, so the CUDA-core conversion (about 3-5e12 weights/s, 13-22 per SM per clock),
-# not HBM, bounds it; the BF16 and FP8 CUTLASS layers of the same shapes reach 0.8-0.9 of HBM peak. At
+# MoE layer when few tokens reach each expert: the same tables (64-256 tokens, every local expert
+# touched) unpack 2.6-3.1e12 weights/s with 32 local experts, 3.6-4.4e12 with 64 and 4.5-5.1e12 with
+# 128, on H200 and H100 alike (1.6-2.7 TB/s of MXFP4), so the CUDA-core conversion (13-22 weights per SM
+# per clock), not HBM, bounds it; the BF16 and FP8 CUTLASS layers of the same shapes reach 0.8-0.9 of
+# HBM peak. One value for all EP sizes, the middle of that spread (it could follow the local experts). At
 # large batches each weight is converted once per 128-row tile, as long as the MMAs take, which is why
 # the tensor rate falls to WEIGHT_ONLY_MMA_FRACTION (precision.py) there.
 WEIGHT_ONLY_DEQUANT_PER_S = {"hopper": 4.0e12}
