@@ -26,7 +26,9 @@ cached context and a prefill kernel over the prompts (sources at the end):
   the HBM rate (1.3 us per extra expert under TP8 in FP8) above a floor of 20-100 us per layer (the MoE
   kernel chain, charged here as KERNELS_MOE kernel overheads). The previous fit's serial 3.5 us per
   touched expert came to 4.3 us per extra expert and put DeepSeek-R1 FP8 on 8 x B200 (TP8, 32 requests)
-  at 62 ms per output token where 15.9 ms was measured (issue 16).
+  at 62 ms per output token where 15.9 ms was measured (issue 16). Weight-only (W4A16) MoE layers on
+  Hopper compute at a measured share of the BF16 rate, stream their experts no faster than the CUDA
+  cores unpack them, and pay a cost per token entering the layer (WEIGHT_ONLY_* constants below).
 * MLA under attention TP: the down-projections W_DQ, W_DKV and W_KR (fused into one "Fuse_A" GEMM) are
   replicated on every rank (data-parallel, [TRT-LLM blog 1] "Parallelism Strategy"; SGLang's
   `fused_qkv_a_proj_with_mqa` is a ReplicatedLinear); only the up-projections and W_O are split.
