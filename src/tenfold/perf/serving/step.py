@@ -26,7 +26,9 @@ cached context and a prefill kernel over the prompts (sources at the end):
   the HBM rate (1.3 us per extra expert under TP8 in FP8) above a floor of 20-100 us per layer (the MoE
   kernel chain, charged here as KERNELS_MOE kernel overheads). The previous fit's serial 3.5 us per
   touched expert came to 4.3 us per extra expert and put DeepSeek-R1 FP8 on 8 x B200 (TP8, 32 requests)
-  at 62 ms per output token where 15.9 ms was measured (issue 16).
+  at 62 ms per output token where 15.9 ms was measured (issue 16). Weight-only (W4A16) MoE layers on
+  Hopper compute at a measured share of the BF16 rate, stream their experts no faster than the CUDA
+  cores unpack them, and pay a cost per token entering the layer (WEIGHT_ONLY_* constants below).
 * MLA under attention TP: the down-projections W_DQ, W_DKV and W_KR (fused into one "Fuse_A" GEMM) are
   replicated on every rank (data-parallel, [TRT-LLM blog 1] "Parallelism Strategy"; SGLang's
   `fused_qkv_a_proj_with_mqa` is a ReplicatedLinear); only the up-projections and W_O are split.
@@ -73,7 +75,7 @@ from tenfold.perf.flops import attention_context
 from tenfold.perf.serving.kvcache import kv_bytes_per_sequence, stored_tokens
 from tenfold.perf.specs.hardware import Hardware
 from tenfold.perf.specs.models import ModelSpec
-from tenfold.perf.specs.precision import Precision
+from tenfold.perf.specs.precision import Precision, as_weight_only, weight_only_mma_fraction
 
 KERNELS_DENSE = 10  # norm, QKV GEMM, RoPE + KV append, decode attn, prefill attn, O GEMM, AR + norm, FFN x3
 KERNELS_MOE = 16  # as dense + router, top-k, permute, 2 grouped GEMMs, activation, finalize, 2 collectives
@@ -86,6 +88,26 @@ KERNELS_MLA_EXTRA = 4
 # other's MoE exchange hides behind it; the kernels launch once per micro-batch (SGLang's
 # `--enable-two-batch-overlap`, https://lmsys.org/blog/2025-05-05-large-scale-ep, "Two-batch Overlap").
 TBO_MICRO_BATCHES = 2
+
+
+# Seconds per routed token per MoE layer that a weight-only (W4A16 MXFP4) MoE layer costs on Hopper
+# beyond its grouped GEMMs: NVIDIA's measured MoE layers (aiconfigurator-core moe_perf.parquet, gpt-oss
+# 2880 x 2880 experts, balanced routing, 2,048-16,384 tokens, EP 1-128) fit latency = a per local
+# token-expert pair + b per token entering the layer + c, with b = 57-64 ns on both H100 and H200 for
+# TensorRT-LLM 1.3.0rc20's TRITON backend (65-76 ns for SGLang 0.5.14's), against 1-10 ns for the BF16
+# and FP8 CUTLASS MoE layers of the same tables. Equal on both GPUs, so not HBM traffic: the routing,
+# gather and scatter run over every token the layer receives, which under attention DP is the whole EP
+# group's (all-gathered) tokens, however few of their experts are local.
+WEIGHT_ONLY_MOE_TOKEN_S = {"hopper": 60e-9}
+# Expert weights per second a Hopper GPU unpacks (E2M1 -> BF16, times the E8M0 scale) in a weight-only
+# MoE layer when few tokens reach each expert: the same tables (64-256 tokens, every local expert
+# touched) unpack 2.6-3.1e12 weights/s with 32 local experts, 3.6-4.4e12 with 64 and 4.5-5.1e12 with
+# 128, on H200 and H100 alike (1.6-2.7 TB/s of MXFP4), so the CUDA-core conversion (13-22 weights per SM
+# per clock), not HBM, bounds it; the BF16 and FP8 CUTLASS layers of the same shapes reach 0.8-0.9 of
+# HBM peak. One value for all EP sizes, the middle of that spread (it could follow the local experts). At
+# large batches each weight is converted once per 128-row tile, as long as the MMAs take, which is why
+# the tensor rate falls to WEIGHT_ONLY_MMA_FRACTION (precision.py) there.
+WEIGHT_ONLY_DEQUANT_PER_S = {"hopper": 4.0e12}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +136,8 @@ class ServingRates:
     step_s: float
     moe_layer_s: float
     moe_efficiency: float
+    moe_token_s: float = 0.0
+    moe_weight_Bps: float = 0.0  # expert-weight streaming rate; 0 = hbm_Bps
 
 
 def gemm_efficiency(cal: Calibration, arch: str, bits_class: str) -> float:
@@ -137,16 +161,22 @@ def serving_rates(hw: Hardware, f: Formats, cal: Calibration, kv_compute: Precis
         return hw.peak(p.peak_key) * gemm_efficiency(cal, hw.arch, p.bits_class)
 
     e16 = hw.peak("bf16") * gemm_efficiency(cal, hw.arch, "16")
+    # weight-only GEMMs dequantise in the main loop: a share of the 16-bit rate (precision.py)
+    ffn_as_run = as_weight_only(f.weights) if f.weights.low and not f.activations.low else f.weights
+    hbm = hw.hbm_Bps * cal.hbm_efficiency
+    dequant = WEIGHT_ONLY_DEQUANT_PER_S.get(hw.arch, 0.0) if ffn_as_run.weight_only else 0.0
     return ServingRates(
-        ffn_flops=rate(f.activations),
-        attn_proj_flops=rate(f.attention),
+        ffn_flops=rate(f.activations) * weight_only_mma_fraction(ffn_as_run, hw.arch),
+        attn_proj_flops=rate(f.attention) * weight_only_mma_fraction(f.attention, hw.arch),
         bf16_flops=e16,
         attn_flops=rate(kv_compute) * cal.attention_efficiency,
-        hbm_Bps=hw.hbm_Bps * cal.hbm_efficiency,
+        hbm_Bps=hbm,
         kernel_s=cal.kernel_overhead_us * 1e-6,
         step_s=getattr(cal, "step_overhead_us", 0.0) * 1e-6,
         moe_layer_s=cal.moe_layer_overhead_us * 1e-6,
         moe_efficiency=getattr(cal, "moe_efficiency", 1.0),
+        moe_token_s=WEIGHT_ONLY_MOE_TOKEN_S.get(hw.arch, 0.0) if ffn_as_run.weight_only else 0.0,
+        moe_weight_Bps=min(hbm, dequant * ffn_as_run.operand_bytes) if dequant else hbm,
     )
 
 
@@ -364,7 +394,7 @@ def step_times(
         touched = experts_touched(t_ep, experts_local=n_exp / ep, topk=k, experts=n_exp)
         moe = np.maximum(
             2.0 * pairs * e_params / (r.ffn_flops * r.moe_efficiency),
-            (touched * e_params * wb + pairs * 4 * h * 2.0) / bw,
+            touched * e_params * wb / (r.moe_weight_Bps or bw) + pairs * 4 * h * 2.0 / bw,
         )
         moe = moe + _gemm(t_loc, h * n_exp, 2.0, r.bf16_flops, bw)  # router (BF16)
         if model.shared_experts:
@@ -373,7 +403,7 @@ def step_times(
                 t_loc, model.mlp_matmul_params(fs) / tp, wb, r.ffn_flops, bw, t_loc * 4 * h * 2.0
             )
         moe = moe + (t_loc * 16 * h * 2.0 + pairs * gate * fe / moe_tp * 2.0 + 4 * k * h * t_loc) / bw
-        moe = moe + r.moe_layer_s
+        moe = moe + r.moe_layer_s + r.moe_token_s * t_ep
         ffn = ffn + model.moe_layers * moe
         if dp > 1:
             per_layer = moe_exchange_time(

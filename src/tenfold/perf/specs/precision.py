@@ -28,9 +28,21 @@ Weight-only execution (`as_weight_only`): on a GPU without the format's tensor c
 still keep the weights in it and dequantise them inside a 16-bit GEMM (W4A16 / W8A16): memory traffic and
 capacity at the format's bytes, math at the BF16 rate. Marlin-style kernels do the dequantisation in
 registers, hidden under the weight stream at small batches (near the ideal 4x over FP16 up to batch
-16-32) and under the FP16 tensor-core work at large ones (Frantar et al., "MARLIN: Mixed-Precision
-Auto-Regressive Parallel Inference on Large Language Models", arXiv 2408.11743), so no extra cost is
-charged. Which engine does this for which format is in serving/presets.py.
+16-32) and under the FP16 tensor-core work at large ones on Ampere (Frantar et al., "MARLIN: Mixed-Precision
+Auto-Regressive Parallel Inference on Large Language Models", arXiv 2408.11743). Hopper is different
+(`weight_only_mma_fraction`): its warpgroup MMAs (wgmma) are twice as fast per SM as Ampere's mma.sync
+while the CUDA cores that unpack E2M1 and apply the E8M0 scales are not, and the unpacked operand has to
+pass through registers (or be written back to shared memory) instead of going straight from TMA to the
+tensor cores, so at large batches the conversion, not the MMA, sets the pace. NVIDIA's measured
+TensorRT-LLM MoE layers on H100 and H200 (aiconfigurator-core's `moe_perf.parquet`, TensorRT-LLM
+1.3.0rc20; github.com/ai-dynamo/aiconfigurator) put the W4A16 MXFP4 grouped GEMMs (TRITON backend,
+gpt-oss 2880 x 2880 experts, balanced routing, 2,048-16,384 tokens, every EP size) at 113-129 ns per
+routed token-expert pair, 386-440 TFLOP/s, where the BF16 CUTLASS grouped GEMMs of the nearest expert
+sizes (hidden 2688 x 1856 and 4096 x 1536, 128 experts) sustain 573-748 TFLOP/s on the same GPUs: a
+ratio of 0.53-0.77 over the eight pairs, mean 0.65. OpenAI's Hopper MXFP4 kernel has been retuned since
+(triton-lang/triton PR 11361: +22-35 % for BF16 x MXFP4 on H100), and a contributor found "bf16 x mxfp4
+lags far behind fp8 x fp8" on Hopper (PR 7853). Which engine does this for which format is in
+serving/presets.py.
 """
 
 from __future__ import annotations
@@ -151,6 +163,20 @@ def as_weight_only(precision: Precision) -> Precision:
         bits_class="16",
         weight_only=True,
     )
+
+
+# Share of the 16-bit tensor-core rate a weight-only (mixed-input) GEMM sustains at large batches, by
+# architecture (module docstring): Hopper from NVIDIA's measured TensorRT-LLM MoE tables; Ampere per the
+# Marlin paper (near FP16 at large batches); architectures absent here have the format's tensor cores.
+WEIGHT_ONLY_MMA_FRACTION = {"hopper": 0.65}
+
+
+def weight_only_mma_fraction(precision: Precision, arch: str) -> float:
+    """Factor on the BF16 tensor rate for GEMMs whose weights `precision` runs weight-only on `arch`
+    (dequantisation in the main loop; module docstring); 1 for any other GEMM."""
+    if not precision.weight_only:
+        return 1.0
+    return WEIGHT_ONLY_MMA_FRACTION.get(arch, 1.0)
 
 
 def check_supported(precision: Precision, hw: Hardware) -> str:
