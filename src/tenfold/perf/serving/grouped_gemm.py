@@ -6,10 +6,12 @@ problem per expert: the rows routed to it (m = T·k/E on average) times that exp
 N x K. Every CTA computes one TILE_M x N_tile output tile by marching over K. Two costs follow that a
 single "fraction of the dense rate" cannot express:
 
-* Row padding: each touched expert's rows are rounded up to whole M tiles, so on average half a tile of
-  zero rows per touched expert is computed: rows = pairs + touched·TILE_M/2. It costs little for
-  Mixtral-8x7B (8 experts, top-2: thousands of rows per expert) and a lot for 128-256 small experts
-  with tens to hundreds of rows each.
+* Row padding: each touched expert's rows are rounded up to the token tile. TensorRT-LLM sizes that tile
+  from the expected rows per expert: the next power of two of m, clamped to [8, 128]
+  (`calculate_tile_tokens_dim`, tensorrt_llm/_torch/custom_ops/trtllm_gen_custom_ops.py), which pads m
+  by a factor 1/ln 2 = 1.44 on average over m; above 128 rows whole 128-row tiles leave half a tile of
+  zero rows per expert on average (m + 64). Mixtral-8x7B (8 experts, top-2: thousands of rows per
+  expert) pads by a few per cent; 128-256 small experts with tens to hundreds of rows by 30-45 %.
 * Per-tile fixed cost: before a tile's first MMA the pipeline fills (several K stages of TMA loads), and
   after its last the epilogue converts and writes TILE_M x N_tile outputs; both cost about the same for
   any K, so a tile of reduction length K runs at K / (K + K_TILE_OVERHEAD) of the streaming rate. Small
@@ -33,19 +35,26 @@ the one scale; the per-tile cost alone fits best near 1650, a round 1024 is kept
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 TILE_M = 128
+TILE_MIN = 8
 K_TILE_OVERHEAD = 1024.0
 
 
 def padded_rows(pairs, touched, *, tile_m: int = TILE_M):
-    """Rows the grouped GEMM computes: the routed token-expert `pairs` plus, for each of the `touched`
-    experts, half an M tile of padding on average, and never less than one whole tile per touched
-    expert (an expert with fewer rows than a tile still costs a tile)."""
+    """Rows the grouped GEMM computes for `pairs` token-expert pairs over `touched` experts (module
+    docstring): per touched expert, its m = pairs/touched rows rounded up to the token tile. Below
+    `tile_m` rows the tile is the next power of two of m (at least TILE_MIN), m/ln 2 on average over m;
+    above, whole `tile_m` tiles, m + tile_m/2 on average; the smaller of the two is what the autotuner
+    picks."""
     pairs = np.asarray(pairs, dtype=float)
-    touched = np.asarray(touched, dtype=float)
-    return np.maximum(pairs + touched * tile_m / 2.0, touched * tile_m)
+    touched = np.maximum(np.asarray(touched, dtype=float), 1e-12)
+    m = pairs / touched
+    per_expert = np.maximum(TILE_MIN, np.minimum(m / math.log(2.0), m + tile_m / 2.0))
+    return touched * per_expert
 
 
 def k_efficiency(k: float, *, overhead: float = K_TILE_OVERHEAD) -> float:
