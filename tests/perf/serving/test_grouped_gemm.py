@@ -4,6 +4,7 @@ checked on its own and against aiconfigurator-core's measured TensorRT-LLM MoE l
 import pytest
 
 from tenfold.perf.serving import grouped_gemm as gg
+from tenfold.perf.specs.hardware import load_hardware
 
 MIXTRAL = dict(hidden=4096, inter=14336, topk=2, experts=8)  # 8 large experts, top-2
 QWEN3_30B = dict(hidden=2048, inter=768, topk=8, experts=128)  # 128 small experts, top-8
@@ -77,3 +78,15 @@ def test_small_experts_per_flop_cost_matches_the_measured_tables(gpu, fmt):
     ratio_measured = measured[0] / measured[1]
     ratio_model = _per_flop(QWEN3_30B, 16384.0) / _per_flop(MIXTRAL, 16384.0)
     assert 1.3 < ratio_model <= ratio_measured * 1.05, (ratio_model, ratio_measured)
+
+
+def test_per_tile_cost_is_a_time_spread_over_the_sms():
+    """The fixed cost is a time per tile, so it weighs in proportion to each SM's FLOP/s: an H20 (78 SMs,
+    296 dense FP8 TFLOP/s) loses about a sixth as much reduction length to it as an H100 SXM (132 SMs,
+    1979); hardware without an SM count falls back to the H100-like constant."""
+    h100, h20 = load_hardware("h100-sxm"), load_hardware("h20")
+    k_h100 = gg.tile_k_overhead(h100.peak("fp8") * 0.6, h100.sm_count)
+    k_h20 = gg.tile_k_overhead(h20.peak("fp8") * 0.6, h20.sm_count)
+    assert k_h100 == pytest.approx(gg.K_TILE_OVERHEAD, rel=0.15)
+    assert k_h20 / k_h100 == pytest.approx((296 / 78) / (1979 / 132), rel=0.05)
+    assert gg.tile_k_overhead(1e15, None) == gg.K_TILE_OVERHEAD

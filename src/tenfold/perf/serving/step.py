@@ -65,7 +65,7 @@ import numpy as np
 from tenfold.perf import comm
 from tenfold.perf.calibration import Calibration
 from tenfold.perf.flops import attention_context
-from tenfold.perf.serving.grouped_gemm import grouped_gemm_seconds
+from tenfold.perf.serving.grouped_gemm import grouped_gemm_seconds, tile_k_overhead
 from tenfold.perf.serving.kvcache import kv_bytes_per_sequence, stored_tokens
 from tenfold.perf.specs.hardware import Hardware
 from tenfold.perf.specs.models import ModelSpec
@@ -106,6 +106,7 @@ class ServingRates:
     step_s: float
     moe_layer_s: float
     moe_efficiency: float
+    sm_count: int | None = None
 
 
 def gemm_efficiency(cal: Calibration, arch: str, bits_class: str) -> float:
@@ -139,6 +140,7 @@ def serving_rates(hw: Hardware, f: Formats, cal: Calibration, kv_compute: Precis
         step_s=getattr(cal, "step_overhead_us", 0.0) * 1e-6,
         moe_layer_s=cal.moe_layer_overhead_us * 1e-6,
         moe_efficiency=getattr(cal, "moe_efficiency", 1.0),
+        sm_count=hw.sm_count,
     )
 
 
@@ -224,6 +226,7 @@ def draft_pass_time(b, *, model: ModelSpec, rates: ServingRates, links, tp: int,
             width=model.moe_ffn // moe_tp,
             gated=model.gated,
             rate=r.bf16_flops * r.moe_efficiency,
+            k_overhead=tile_k_overhead(r.bf16_flops, r.sm_count),
         )
         one = one + np.maximum(grouped, touched * e_params * 2.0 / bw)
     one = one + _gemm(b, model.vocab * h / tp, 2.0, r.bf16_flops, bw)
@@ -312,6 +315,7 @@ def step_times(
             width=fe // moe_tp,
             gated=model.gated,
             rate=r.ffn_flops * r.moe_efficiency,
+            k_overhead=tile_k_overhead(r.ffn_flops, r.sm_count),
         )
         moe = np.maximum(grouped, (touched * e_params * wb + pairs * 4 * h * 2.0) / bw)
         moe = moe + _gemm(t_loc, h * n_exp, 2.0, r.bf16_flops, bw)  # router (BF16)
