@@ -24,8 +24,10 @@ the validation set does not cover. No parameter is per row or per model.
 `InferenceCalibration` (file `data/calibration/inference.toml`, fitted on `inference_runs.csv`) is the same
 kind of object for the serving model, with its own GEMM efficiencies (inference kernels differ from
 training's) and two more parameters:
-* `moe_efficiency`: grouped expert GEMMs reach this fraction of the dense-GEMM roofline (routing imbalance
-  across experts and ranks, per-expert tiles, token permutation).
+* `moe_efficiency`: grouped expert GEMMs reach this fraction of the dense-GEMM roofline beyond what their
+  tiling explains (serving/grouped_gemm.py charges token-tile padding and a per-tile fixed cost, which
+  make small experts slower per FLOP than large ones): routing imbalance across experts and ranks, the
+  autotuner's tile choices.
 * `step_overhead_us`: fixed cost per engine step (scheduler, sampling, host-device synchronisation).
 No parameter charges a fixed cost per touched expert: a grouped GEMM runs all touched experts' tiles
 concurrently across the SMs, so the serving model charges their weight bytes instead (serving/step.py).

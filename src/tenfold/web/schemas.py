@@ -140,7 +140,9 @@ class InferEstimateRequest(_Body):
     dp: int = Field(1, ge=1, le=256)
     ep: int = Field(1, ge=1, le=256)
     precision: WeightPrecision = "bf16"
-    kv_precision: KvPrecision = Field("auto", description="KV-cache format; auto: what the engine picks for the checkpoint")
+    kv_precision: KvPrecision = Field(
+        "auto", description="KV-cache format; auto: what the engine picks for the checkpoint"
+    )
     engine: EngineName = "trtllm"
     curve: bool = Field(True, description="also the throughput-vs-interactivity curve")
 

@@ -35,7 +35,6 @@ from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.specs.precision import check_supported, get_precision
 from tenfold.perf.training.layout import divisors
 
-
 MAX_PP = 8
 """Most pipeline stages the search tries by default."""
 

@@ -19,7 +19,8 @@ cached context and a prefill kernel over the prompts (sources at the end):
   distinct experts hit under uniform routing of the T_ep tokens the expert-parallel group sees: T_ep = 1
   gives k·E_loc/E ([GenZ]'s bound), large T_ep all of them ([llm-analysis]'s bound). Expert FLOPs are
   balanced: T_ep·k/ep token-expert pairs per EP rank. Grouped GEMMs compute at `moe_efficiency` of the
-  dense-GEMM rate (many small per-expert problems) and stream the touched experts' weights at the HBM
+  dense-GEMM rate with each touched expert's rows padded to whole M tiles and a fixed cost per tile
+  (grouped_gemm.py: small experts lose more), and stream the touched experts' weights at the HBM
   rate. A grouped GEMM is one kernel whose tiles, from all touched experts, run concurrently across the
   SMs, so a touched expert costs its weight bytes, not a serial fixed cost. TensorRT-LLM's measured MoE
   layers ([AIC], B200, DeepSeek-R1 shapes, 1-32 tokens) grow by 1.2-1.9x the touched experts' bytes at
@@ -72,6 +73,7 @@ import numpy as np
 from tenfold.perf import comm
 from tenfold.perf.calibration import Calibration
 from tenfold.perf.flops import attention_context
+from tenfold.perf.serving.grouped_gemm import grouped_gemm_seconds, tile_k_overhead
 from tenfold.perf.serving.kvcache import kv_bytes_per_sequence, stored_tokens
 from tenfold.perf.specs.hardware import Hardware
 from tenfold.perf.specs.models import ModelSpec
@@ -138,6 +140,7 @@ class ServingRates:
     moe_efficiency: float
     moe_token_s: float = 0.0
     moe_weight_Bps: float = 0.0  # expert-weight streaming rate; 0 = hbm_Bps
+    sm_count: int | None = None
 
 
 def gemm_efficiency(cal: Calibration, arch: str, bits_class: str) -> float:
@@ -177,6 +180,7 @@ def serving_rates(hw: Hardware, f: Formats, cal: Calibration, kv_compute: Precis
         moe_efficiency=getattr(cal, "moe_efficiency", 1.0),
         moe_token_s=WEIGHT_ONLY_MOE_TOKEN_S.get(hw.arch, 0.0) if ffn_as_run.weight_only else 0.0,
         moe_weight_Bps=min(hbm, dequant * ffn_as_run.operand_bytes) if dequant else hbm,
+        sm_count=hw.sm_count,
     )
 
 
@@ -309,10 +313,16 @@ def draft_pass_time(b, *, model: ModelSpec, rates: ServingRates, links, tp: int,
             t_ep, experts_local=model.experts / ep, topk=model.topk, experts=model.experts
         )
         e_params = model.expert_params() / moe_tp
-        one = one + np.maximum(
-            2.0 * t_ep * model.topk / ep * e_params / (r.bf16_flops * r.moe_efficiency),
-            touched * e_params * 2.0 / bw,
+        grouped = grouped_gemm_seconds(
+            t_ep * model.topk / ep,
+            touched,
+            hidden=h,
+            width=model.moe_ffn // moe_tp,
+            gated=model.gated,
+            rate=r.bf16_flops * r.moe_efficiency,
+            k_overhead=tile_k_overhead(r.bf16_flops, r.sm_count),
         )
+        one = one + np.maximum(grouped, touched * e_params * 2.0 / bw)
     one = one + _gemm(b, model.vocab * h / tp, 2.0, r.bf16_flops, bw)
     kernels = KERNELS_MOE + KERNELS_HEAD + (KERNELS_MLA_EXTRA if model.is_mla else 0)
     return one + kernels * r.kernel_s + 2.0 * all_reduce_time(b * h * 2.0, tp, links)
@@ -392,9 +402,17 @@ def step_times(
         pairs = t_ep * k / ep  # token-expert pairs per EP rank
         e_params = model.expert_params() / moe_tp
         touched = experts_touched(t_ep, experts_local=n_exp / ep, topk=k, experts=n_exp)
+        grouped = grouped_gemm_seconds(
+            pairs,
+            touched,
+            hidden=h,
+            width=fe // moe_tp,
+            gated=model.gated,
+            rate=r.ffn_flops * r.moe_efficiency,
+            k_overhead=tile_k_overhead(r.ffn_flops, r.sm_count),
+        )
         moe = np.maximum(
-            2.0 * pairs * e_params / (r.ffn_flops * r.moe_efficiency),
-            touched * e_params * wb / (r.moe_weight_Bps or bw) + pairs * 4 * h * 2.0 / bw,
+            grouped, touched * e_params * wb / (r.moe_weight_Bps or bw) + pairs * 4 * h * 2.0 / bw
         )
         moe = moe + _gemm(t_loc, h * n_exp, 2.0, r.bf16_flops, bw)  # router (BF16)
         if model.shared_experts:

@@ -32,6 +32,8 @@ class Hardware:
         scaleup_domain: GPUs in one scale-up domain (8 for HGX, 72 for NVL72).
         scaleout_Bps: scale-out network bandwidth per GPU per direction (0 if unknown).
         exp_per_s: special-function-unit exponentials per second (softmax in flash attention).
+        sm_count: streaming multiprocessors enabled on the part (None where the catalog has no figure);
+            the grouped-GEMM model (serving/grouped_gemm.py) spreads its per-tile fixed cost over them.
         tdp_W, allin_W: board power and all-in provisioned power per GPU (incl. host, network, facility).
         ondemand_usd_h, reserved_usd_h, capex_usd, gpu_price_usd, tco_usd_h: prices for the cost model
             (per GPU-hour or per GPU; None when no published figure was found).
@@ -58,6 +60,7 @@ class Hardware:
     capex_usd: float | None = None
     gpu_price_usd: float | None = None
     tco_usd_h: float | None = None
+    sm_count: int | None = None
     sources: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
@@ -157,6 +160,7 @@ def hardware_from_dict(d: dict[str, Any], *, where: str = "<dict>") -> Hardware:
         capex_usd=opt("price", "capex_usd_per_gpu", "capex_usd"),
         gpu_price_usd=opt("price", "gpu_price_usd", "gpu_price_usd"),
         tco_usd_h=opt("price", "tco_semianalysis_usd_per_gpu_hour", "tco_usd_h"),
+        sm_count=int(sms) if (sms := opt("compute", "sm_count", "sm_count")) else None,
         sources=MappingProxyType(srcs),
     )
 
