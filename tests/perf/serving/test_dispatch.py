@@ -93,8 +93,9 @@ def test_sglang_uses_normal_kernels_for_prefill_and_low_latency_for_decode():
         t, t * 32, model=model, formats=q.formats, ep=32, ep_comm="deepep", links=links, prefill=t > [0, 1e9]
     )
     kw = dict(ep=32, topk=K, hidden=H, links=links)
-    normal = sum(deepep_normal_time(256, elem_bytes=e, node_limit=4, **kw) for e in (1.0, 2.0))
-    low = sum(deepep_low_latency_time(256, elem_bytes=e, **kw) for e in (1.0, 2.0))
+    fp8 = q.formats.activations.operand_bytes  # DeepSeek's block-scaled FP8: 1 B + its share of scales
+    normal = sum(deepep_normal_time(256, elem_bytes=e, node_limit=4, **kw) for e in (fp8, 2.0))
+    low = sum(deepep_low_latency_time(256, elem_bytes=e, **kw) for e in (fp8, 2.0))
     assert x[0] == pytest.approx(normal) and x[1] == pytest.approx(low)
     assert normal != pytest.approx(low)
 

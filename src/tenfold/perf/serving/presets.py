@@ -46,6 +46,14 @@ cores by dequantising into BF16 GEMMs (precision.as_weight_only):
   marlin_utils_fp8.py in the same folder of github.com/vllm-project/vllm).
 * SGLang: MXFP4 MoE on Hopper through OpenAI's triton_kernels, as for gpt-oss in the issue that asked for
   this (SGLang's own page was not re-read for this note).
+Block-scaled FP8 (`hidden_block_scales`): on Hopper the CUDA cores apply DeepSeek-style 128 x 128 block
+scales inside the GEMM (specs/precision.py, fp8_block). SGLang's DeepEP deployments run their expert and
+linear GEMMs through DeepGEMM, whose kernels interleave the promotion FFMAs with the next wgmma, so the
+tensor cores keep running: "up to 1550 TFLOPS on H800" (github.com/deepseek-ai/DeepGEMM README, news of
+2025.04.18; 0.78 of H800's 1,979 TFLOP/s dense FP8 peak), at or above the best per-tensor FP8 grouped
+GEMMs that NVIDIA measured on H100/H200 (0.52-0.79 of peak; aiconfigurator-core moe_perf tables). The
+TensorRT-LLM CUTLASS fp8_block_scale MoE and the Triton fused-MoE kernels of vLLM and SGLang without DeepEP
+measured there reach only 0.50-0.58 of the per-tensor rate, so those engines pay it.
 Weight offload (`weight_offload`): vLLM and SGLang can keep part of the weights in CPU memory
 (`--cpu-offload-gb`, "the space in GiB to offload to CPU, per GPU"; vLLM engine arguments,
 https://docs.vllm.ai/en/latest/configuration/engine_args.html; SGLang server arguments); tenfold names it
@@ -83,6 +91,8 @@ class Engine:
         low-latency kernels for decode).
     weight_only: weight formats it runs weight-only (BF16 math) where the GPU lacks their tensor cores.
     weight_offload: can hold part of the weights in CPU memory (`--cpu-offload-gb`).
+    hidden_block_scales: its block-scaled FP8 GEMMs overlap the scale promotion with the MMAs (DeepGEMM),
+        so fp8_block runs at the per-tensor FP8 rate on Hopper too.
     """
 
     name: str
@@ -96,6 +106,7 @@ class Engine:
     ep_comm: str = "allgather"
     weight_only: tuple[str, ...] = ("mxfp4",)
     weight_offload: bool = False
+    hidden_block_scales: bool = False
 
     def __post_init__(self) -> None:
         if self.ep_comm not in EP_COMMS:
@@ -164,6 +175,7 @@ def _sglang() -> Engine:
         max_num_tokens=8192,
         ep_comm="deepep",
         weight_offload=True,
+        hidden_block_scales=True,
     )
 
 

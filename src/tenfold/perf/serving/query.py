@@ -8,7 +8,7 @@ are loaded, and bad values rejected, in this one place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tenfold.perf.serving.kvcache import KV_PRECISIONS
 from tenfold.perf.serving.presets import ENGINE_NAMES, Engine, engine
@@ -18,7 +18,7 @@ from tenfold.perf.specs.hardware import Hardware, load_hardware
 from tenfold.perf.specs.models import ModelSpec, load_model
 from tenfold.perf.specs.precision import Precision, as_weight_only, check_supported, get_precision
 
-WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4", "mxfp4")
+WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "fp8_block", "mxfp8", "nvfp4", "mxfp4")
 # Weight formats whose published checkpoints are NVIDIA ModelOpt exports, whose hf_quant_config.json sets
 # kv_cache_quant_algo FP8 (the nvidia/*-FP8, *-FP4 collection); MXFP4 is openai/gpt-oss's own checkpoint,
 # which sets no KV scheme.
@@ -56,6 +56,21 @@ def auto_kv_precision(weights: str) -> tuple[str, str]:
     return "bf16", f"kv auto: {weights} checkpoint sets no KV scheme, so the model dtype (bf16)"
 
 
+def checkpoint_format(name: str, model: ModelSpec) -> str:
+    """The format `name` weights take for `model`: "fp8" means the model's FP8 checkpoint, which for
+    DeepSeek-V3/R1 is 128 x 128 block-scaled (ModelSpec.fp8_format, cited in the catalog); an explicit
+    "fp8_block" or any other name is kept."""
+    return model.fp8_format if name == "fp8" else name
+
+
+def as_run(p: Precision, eng: Engine) -> Precision:
+    """`p` as the engine's kernels run it: block scales cost nothing where they overlap the MMAs
+    (Engine.hidden_block_scales, DeepGEMM)."""
+    if p.software_block_scales and eng.hidden_block_scales:
+        return replace(p, software_block_scales=False)
+    return p
+
+
 def resolve_format(name: str, hw: Hardware, eng: Engine) -> Precision:
     """The format a GEMM with `name` weights runs in: `name` itself where `hw` has its tensor cores, else
     its weight-only form (BF16 math) if the engine supports that (presets.py), else `name` (the estimate
@@ -63,7 +78,7 @@ def resolve_format(name: str, hw: Hardware, eng: Engine) -> Precision:
     p = get_precision(name)
     if check_supported(p, hw) and name in eng.weight_only:
         return as_weight_only(p)
-    return p
+    return as_run(p, eng)
 
 
 def weight_only_note(names: list[str], roles: list[str], hw: Hardware, eng: Engine) -> str:
@@ -158,26 +173,31 @@ class ServingQuery:
 
     def _resolve_formats(self) -> tuple[Formats, tuple[str, ...]]:
         """The formats each GEMM and the cache run in, with notes on what was resolved."""
-        hw, eng = self.hardware, self.engine
+        hw, eng, model = self.hardware, self.engine, self.model
         names, roles = [], []  # formats hw has no tensor cores for, and which GEMMs use them
-        w = get_precision(self.precision)
+        w_name = checkpoint_format(self.precision, model)
+        w = as_run(get_precision(w_name), eng)
         if self.activations:
-            act = get_precision(self.activations)
+            act = get_precision(checkpoint_format(self.activations, model))
         elif check_supported(w, hw):  # no tensor cores for the weights: weight-only, or refused
-            names.append(self.precision)
+            names.append(w_name)
             roles.append("FFN/expert")
-            act = get_precision("bf16") if self.precision in eng.weight_only else w
+            act = get_precision("bf16") if w_name in eng.weight_only else w
         else:
-            act = get_precision(default_activations(self.precision, hw))
-        attn_name = self.attention_precision or default_attention(self.precision)
+            act = get_precision(default_activations(w_name, hw))
+        attn_name = checkpoint_format(self.attention_precision or default_attention(w_name), model)
         attn = resolve_format(attn_name, hw, eng)
         if check_supported(get_precision(attn_name), hw):
             names.append(attn_name)
             roles.append("attention")
         notes = [weight_only_note(names, roles, hw, eng)]
+        if w_name != self.precision:
+            notes.append(
+                f"{self.precision} weights: {model.name}'s FP8 checkpoint is {w_name} (128x128 scales)"
+            )
         kv = self.kv_precision
         if kv == "auto":
-            kv, why = auto_kv_precision(self.precision)
+            kv, why = auto_kv_precision(w_name)
             notes.append(why)
         fmts = Formats(weights=w, activations=act, attention=attn, kv=kv)
         return fmts, tuple(n for n in notes if n)

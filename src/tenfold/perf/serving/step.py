@@ -77,7 +77,12 @@ from tenfold.perf.serving.grouped_gemm import grouped_gemm_seconds, tile_k_overh
 from tenfold.perf.serving.kvcache import kv_bytes_per_sequence, stored_tokens
 from tenfold.perf.specs.hardware import Hardware
 from tenfold.perf.specs.models import ModelSpec
-from tenfold.perf.specs.precision import Precision, as_weight_only, weight_only_mma_fraction
+from tenfold.perf.specs.precision import (
+    Precision,
+    as_weight_only,
+    block_scale_mma_fraction,
+    weight_only_mma_fraction,
+)
 
 KERNELS_DENSE = 10  # norm, QKV GEMM, RoPE + KV append, decode attn, prefill attn, O GEMM, AR + norm, FFN x3
 KERNELS_MOE = 16  # as dense + router, top-k, permute, 2 grouped GEMMs, activation, finalize, 2 collectives
@@ -163,14 +168,19 @@ def serving_rates(hw: Hardware, f: Formats, cal: Calibration, kv_compute: Precis
     def rate(p: Precision) -> float:
         return hw.peak(p.peak_key) * gemm_efficiency(cal, hw.arch, p.bits_class)
 
+    # block-scaled FP8 weights (fp8_block) on Hopper: the CUDA cores apply the scales (precision.py)
+    blocks = block_scale_mma_fraction(f.weights, hw) if f.activations.low else 1.0
+
     e16 = hw.peak("bf16") * gemm_efficiency(cal, hw.arch, "16")
     # weight-only GEMMs dequantise in the main loop: a share of the 16-bit rate (precision.py)
     ffn_as_run = as_weight_only(f.weights) if f.weights.low and not f.activations.low else f.weights
     hbm = hw.hbm_Bps * cal.hbm_efficiency
     dequant = WEIGHT_ONLY_DEQUANT_PER_S.get(hw.arch, 0.0) if ffn_as_run.weight_only else 0.0
     return ServingRates(
-        ffn_flops=rate(f.activations) * weight_only_mma_fraction(ffn_as_run, hw.arch),
-        attn_proj_flops=rate(f.attention) * weight_only_mma_fraction(f.attention, hw.arch),
+        ffn_flops=rate(f.activations) * weight_only_mma_fraction(ffn_as_run, hw.arch) * blocks,
+        attn_proj_flops=rate(f.attention)
+        * weight_only_mma_fraction(f.attention, hw.arch)
+        * block_scale_mma_fraction(f.attention, hw),
         bf16_flops=e16,
         attn_flops=rate(kv_compute) * cal.attention_efficiency,
         hbm_Bps=hbm,

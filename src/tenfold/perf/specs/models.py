@@ -40,6 +40,9 @@ class ModelSpec:
         experts, shared_experts, topk, moe_ffn, dense_layers: MoE shape (experts=0: dense model).
         node_limit: tokens are routed to at most this many scale-up domains (DeepSeek-V3: 4), 0 = none.
         router_bias: the router has a bias (gpt-oss).
+        fp8_format: the format of the publisher's FP8 checkpoint, which "fp8" weights mean for this model:
+            "fp8" (per-tensor scales, e.g. NVIDIA ModelOpt exports) or "fp8_block" (128 x 128 block scales,
+            DeepSeek-V3/R1's own release); `fp8_format_source` in the catalog cites its config.
         q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim: MLA (kv_lora_rank=0:
             not MLA). q_lora_rank=0 means a full-rank query projection.
         mtp_layers: multi-token-prediction modules trained alongside (DeepSeek-V3: 1).
@@ -74,6 +77,7 @@ class ModelSpec:
     dense_layers: int = 0
     node_limit: int = 0
     router_bias: bool = False
+    fp8_format: str = "fp8"
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
     qk_nope_head_dim: int = 0
@@ -267,8 +271,9 @@ _TOP = {
     "sliding_window",
     "window_layer_fraction",
     "mtp_layers",
+    "fp8_format",
 }
-_IGNORED = {"source", "architecture_note", "family"}
+_IGNORED = {"source", "architecture_note", "family", "fp8_format_source"}
 _MOE = {
     "experts": "experts",
     "shared_experts": "shared_experts",

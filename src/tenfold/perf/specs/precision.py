@@ -2,10 +2,11 @@
 operand takes, and what quantizing it costs in HBM traffic.
 
 This table is the one place that says how many bytes a weight or a KV-cache element takes in each format,
-counting its share of the block scales: bf16/fp16 2 B, fp8 1 B (per-tensor or 128x128-block scales are
-negligible), mxfp8 1 + 1/32 B (8.25 bits), nvfp4 0.5 + 1/16 B (4.5 bits: E2M1 plus one E4M3 scale per 16),
-mxfp4 0.5 + 1/32 B (4.25 bits: one E8M0 scale per 32; OCP MX v1.0). The training model reads it for GEMM
-operands, the inference model for weights and the KV cache (`operand_bytes`).
+counting its share of the block scales: bf16/fp16 2 B, fp8 1 B (per-tensor scales), fp8_block
+1 + 4/16384 B (128x128-block FP32 scales), mxfp8 1 + 1/32 B (8.25 bits), nvfp4 0.5 + 1/16 B (4.5 bits:
+E2M1 plus one E4M3 scale per 16), mxfp4 0.5 + 1/32 B (4.25 bits: one E8M0 scale per 32; OCP MX v1.0).
+The training model reads it for GEMM operands, the inference model for weights and the KV cache
+(`operand_bytes`).
 
 The low precision applies to the transformer blocks' linear layers (QKV, projection, FFN, experts), as in
 Transformer Engine / Megatron-Core recipes; attention (flash), softmax, norms, the router, the output head
@@ -43,6 +44,21 @@ ratio of 0.53-0.77 over the eight pairs, mean 0.65. OpenAI's Hopper MXFP4 kernel
 (triton-lang/triton PR 11361: +22-35 % for BF16 x MXFP4 on H100), and a contributor found "bf16 x mxfp4
 lags far behind fp8 x fp8" on Hopper (PR 7853). Which engine does this for which format is in
 serving/presets.py.
+
+Block-scaled FP8 (`fp8_block`): DeepSeek-V3/R1 ship their weights in FP8 with one FP32 scale per 128 x 128
+weight block and one per 1 x 128 activation tile (DeepSeek-V3 technical report, arXiv 2412.19437 §3.3.2;
+the checkpoint's config.json `quantization_config`: quant_method "fp8", weight_block_size [128, 128]).
+Blackwell applies such scales in the tensor cores (block-scaled MMA); Hopper's FP8 wgmma takes no scales,
+so the kernel multiplies each 128-deep partial sum by its two scales and adds it into an FP32 accumulator
+on the CUDA cores, every K block of every tile (the report's "promotion to CUDA cores"; DeepGEMM,
+github.com/deepseek-ai/DeepGEMM, and TensorRT-LLM's fp8_block_scale grouped GEMM do the same). The
+tensor cores wait while the partial sums drain, a roughly fixed time per K block, so the loss is a share
+of the MMA time (`block_scale_mma_fraction`). NVIDIA's measured MoE layers (aiconfigurator-core
+`moe_perf.parquet`; large compute-bound shapes, hidden 4096-6144, >= 1,024 rows per expert, balanced
+routing) put the block-scaled grouped GEMMs at 0.50-0.58 of the fastest per-tensor FP8 grouped GEMM of
+the same shape and GPU: H200 0.578 (TensorRT-LLM 1.3.0rc20), 0.578 (SGLang 0.5.14), 0.570 (vLLM 0.24.0);
+H100 0.530, 0.499, 0.534 (4 shapes each; the spread across shapes, 0.43-0.69, is wider than across
+engines, so one value per architecture, not per engine). Scales cost 4 B per 16,384 weights.
 """
 
 from __future__ import annotations
@@ -67,6 +83,8 @@ class Precision:
     bits_class: "16", "8" or "4": the calibration's efficiency class.
     weight_only: stored in this format but multiplied in BF16 (see `as_weight_only`): peak_key "bf16",
         bits_class "16", operand_bytes still the format's.
+    software_block_scales: per-block scales applied inside the GEMM main loop, by the CUDA cores where
+        the tensor cores cannot (fp8_block on Hopper; `block_scale_mma_fraction`).
     """
 
     name: str
@@ -77,6 +95,7 @@ class Precision:
     weight_copy_bytes: float
     bits_class: str
     weight_only: bool = False
+    software_block_scales: bool = False
 
     @property
     def low(self) -> bool:
@@ -112,6 +131,16 @@ PRECISIONS: dict[str, Precision] = {
             quant_bytes=6.0,
             weight_copy_bytes=0.0,
             bits_class="8",
+        ),
+        Precision(
+            name="fp8_block",
+            peak_key="fp8",
+            needs_block_scaling=False,
+            operand_bytes=1.0 + 4 / (128 * 128),
+            quant_bytes=6.0,
+            weight_copy_bytes=4 / (128 * 128),
+            bits_class="8",
+            software_block_scales=True,
         ),
         Precision(
             name="mxfp8",
@@ -177,6 +206,26 @@ def weight_only_mma_fraction(precision: Precision, arch: str) -> float:
     if not precision.weight_only:
         return 1.0
     return WEIGHT_ONLY_MMA_FRACTION.get(arch, 1.0)
+
+
+# Share of the per-tensor FP8 tensor rate a block-scaled FP8 GEMM sustains, by architecture, and the
+# per-SM FP8 peak (FLOP/s) it was measured at (module docstring: mean of the six newest engine/GPU means,
+# H100/H200). Architectures absent here scale blocks in hardware (Blackwell) or have no FP8 at all.
+BLOCK_SCALE_MMA_FRACTION = {"hopper": (0.55, 1978.9e12 / 132)}
+
+
+def block_scale_mma_fraction(precision: Precision, hw: Hardware) -> float:
+    """Factor on the FP8 tensor rate for GEMMs in `precision` on `hw`: 1 unless the format's block scales
+    are applied on CUDA cores there. The promotion stalls the tensor cores for a roughly fixed time per
+    K block, so its share grows with the tensor cores' speed per SM: a part with slower FP8 per SM
+    (H20: 296 TFLOP/s on 78 SMs) loses less than H100/H200 (1,979 on 132)."""
+    ref = BLOCK_SCALE_MMA_FRACTION.get(hw.arch)
+    if not precision.software_block_scales or ref is None or "fp8" not in hw.peak_flops:
+        return 1.0
+    fraction, per_sm_ref = ref
+    per_sm = hw.peak("fp8") / hw.sm_count if hw.sm_count else per_sm_ref
+    stall = (1.0 / fraction - 1.0) * per_sm / per_sm_ref
+    return 1.0 / (1.0 + stall)
 
 
 def check_supported(precision: Precision, hw: Hardware) -> str:
