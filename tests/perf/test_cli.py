@@ -168,7 +168,7 @@ def test_validate_inference_json_and_table(tmp_path):
     with open(serving_runs_path(), newline="") as fh:
         shipped = sum(1 for _ in csv.DictReader(fh))
     assert {"rows", "mape"} <= set(d) and len(d["rows"]) + len(d["unpredictable"]) == shipped
-    assert len(d["rows"]) >= 21 and len(d["unpredictable"]) <= 11
+    assert len(d["rows"]) >= 21 and len(d["unpredictable"]) <= 13  # 11 unstated lengths/GPUs + 2 offloaded
     assert set(d["mape"]) >= {"overall", "by_gpu", "by_reliability"}
     t = runner.invoke(app, ["validate", "inference"])
     assert t.exit_code == 0 and "mean absolute percentage error" in t.output and "not predicted" in t.output
