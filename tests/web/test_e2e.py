@@ -109,10 +109,12 @@ def test_serving_form(server, browser, tmp_path):
     assert ">= 50 tok/s/user" in caption
     assert page.locator("#chart-c0_curve .scatterlayer .trace").count() >= 2
     assert page.locator("#section-c0_curve .reading").inner_text().startswith("At 50 tok/s per user")
-    # the dashed target line sits between the 10 and 100 tok/s/user ticks of the log axis
+    # the dashed target line sits right of the 10 tok/s/user tick of the log axis, and left of the 100 one
+    # where the axis reaches that far (it ends at the fastest curve's interactivity)
     line = page.locator("#chart-c0_curve .shapelayer path").first.bounding_box()
     ticks = {t.text_content(): t.bounding_box() for t in page.locator("#chart-c0_curve .xtick text").all()}
-    assert ticks["10"]["x"] < line["x"] < ticks["100"]["x"]
+    assert ticks["10"]["x"] < line["x"]
+    assert "100" not in ticks or line["x"] < ticks["100"]["x"]
     page.screenshot(path=str(artefacts(tmp_path) / "e2e_serving.png"), full_page=True)
     assert page.locator("#assumed").inner_text().startswith("Assumed: 1,024 input / 1,024 output tokens")
 
