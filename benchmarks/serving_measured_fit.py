@@ -1,25 +1,23 @@
 """Would the measured serving kernels lower tenfold's serving error? A what-if refit, side by side.
 
-The same fit (`tenfold.perf.validation.fit`, inference kind) and leave-one-out cross-validation run twice
-on the shipped serving rows:
+The same fit (`tenfold.perf.validation.fit`, inference kind) and leave-one-source-out cross-validation
+(`tenfold.perf.validation.crossval.cross_validate`) run twice on the shipped serving rows:
 
 * base: tenfold's step model as committed;
 * measured: in every engine step, the decode-attention core and the routed-expert computation of each
   MoE layer are replaced by aiconfigurator-core's silicon-measured kernels for the row's GPU, format and
   shape (`tenfold.perf.measured.serving`; TensorRT-LLM tables; balanced routing) wherever the tables cover
-  the shape, tenfold's own terms elsewhere. The routed-expert term replaced is step.py's (as of this
-  commit): max(2·pairs·e/(R·moe_efficiency), (touched·e·b_w + pairs·4h·2)/BW) + per-layer and
-  per-touched-expert fixed costs; router, shared experts, elementwise and collectives stay tenfold's.
+  the shape, tenfold's own terms elsewhere. The routed-expert term replaced is step.py's own
+  `routed_expert_seconds` (grouped GEMMs or the weight stream, and the fixed costs); router, shared
+  experts, elementwise and collectives stay tenfold's.
 
 The step function is swapped in for this script only (a what-if); the library is unchanged.
-`_routed_tenfold` mirrors step.py's routed-expert term and must change with it (a rewrite of step.py's
-MoE path, e.g. issue 16's small-batch work, makes the swap subtract the wrong term until it does).
 
-Result at this commit (21 rows, fit 600 x 2 iterations, leave-one-out 250): MAPE in-sample 9.2 % -> 11.1 %,
-leave-one-out 12.7 % -> 13.1 %: the measured kernels do not lower the error on these rows (docs/inference.md,
-"Peer comparison").
+Result on the 21 rows of 2026-12-03 before issue 16's model changes (fit 600 x 2 iterations, leave-one-out
+250): MAPE in-sample 9.2 % -> 11.1 %, leave-one-out 12.7 % -> 13.1 %: the measured kernels did not lower
+the error on those rows (docs/inference.md, "Peer comparison"); not rerun on the 186 rows.
 Run: `python benchmarks/serving_measured_fit.py` (needs the `measured` extra; about ten minutes on
-two cores).
+two cores per 20 rows; the folds run on two workers).
 """
 
 from __future__ import annotations
@@ -35,8 +33,9 @@ import tenfold.perf.serving.steady_state as steady_state
 import tenfold.perf.validation.serving as serving
 from tenfold.perf.measured import available
 from tenfold.perf.measured.serving import layer_decode_attention_seconds, moe_seconds
-from tenfold.perf.serving.step import experts_touched
-from tenfold.perf.validation.fit import fit_calibration, leave_one_out
+from tenfold.perf.serving.step import routed_expert_seconds
+from tenfold.perf.validation.crossval import cross_validate
+from tenfold.perf.validation.fit import fit_calibration
 
 ORIGINAL_STEP = steady_state.step_times
 ORIGINAL_PREDICT = serving.predict_case
@@ -46,15 +45,10 @@ USED = {"attention": 0, "moe": 0, "calls": 0}
 
 def _routed_tenfold(model, kw, t_ep):
     """step.py's routed-expert term for `t_ep` tokens routed by the EP group (see the module docstring)."""
-    r, f, dep_tp, dp, ep = kw["rates"], kw["formats"], kw["tp"], kw["dp"], kw["ep"]
-    moe_tp = dep_tp * dp // ep
-    k, h = model.topk, model.hidden
-    pairs = t_ep * k / ep
-    e = model.expert_params() / moe_tp
-    touched = experts_touched(t_ep, experts_local=model.experts / ep, topk=k, experts=model.experts)
-    compute = 2.0 * pairs * e / (r.ffn_flops * r.moe_efficiency)
-    memory = (touched * e * f.weights.operand_bytes + pairs * 4 * h * 2.0) / r.hbm_Bps
-    return np.maximum(compute, memory) + r.moe_layer_s + touched * r.expert_s
+    moe_tp = kw["tp"] * kw["dp"] // kw["ep"]
+    return routed_expert_seconds(
+        t_ep, model=model, formats=kw["formats"], rates=kw["rates"], ep=kw["ep"], moe_tp=moe_tp
+    )
 
 
 def measured_step_times(model, **kw):
@@ -67,7 +61,7 @@ def measured_step_times(model, **kw):
     b = np.asarray(kw["b"], dtype=float)
     tokens = float(kw.get("q", 1.0))
     ctx = float(kw["ctx_dec"])
-    gpu, kv, tp = q.hardware.name, q.kv_precision, kw["tp"]
+    gpu, kv, tp = q.hardware.name, q.formats.kv, kw["tp"]
     attn = [
         layer_decode_attention_seconds(gpu, kv, model, tp=tp, batch=bi * tokens, ctx=ctx)
         for bi in np.ravel(b)
@@ -113,11 +107,13 @@ def run(label: str, iters: int, loo_iters: int) -> dict[str, tuple[float, float]
     cal = fit_calibration(kind="inference", iters=iters, restarts=2)
     cases = [c for c in serving.load_cases() if not c.reason]
     fitted = {c.id: serving.predict_case(c, cal).error for c in cases}
-    print(f"[{label}] leave-one-out over {len(cases)} rows ...", file=sys.stderr, flush=True)
-    loo = leave_one_out(kind="inference", iters=loo_iters, start=cal)
+    print(f"[{label}] leave-one-source-out over {len(cases)} rows ...", file=sys.stderr, flush=True)
+    held = cross_validate(cases, prior=cal, kind="inference", iters=loo_iters, restarts=1, workers=2)
+    measured = {c.id: c.measured for c in cases}
+    loo = {i: v / measured[i] - 1.0 for i, v in held.items()}
     print(
-        f"[{label}] fitted: moe_efficiency {cal.moe_efficiency:.3f}, expert_overhead_us "
-        f"{cal.expert_overhead_us:.2f}, kernel_overhead_us {cal.kernel_overhead_us:.2f}, "
+        f"[{label}] fitted: moe_efficiency {cal.moe_efficiency:.3f}, "
+        f"kernel_overhead_us {cal.kernel_overhead_us:.2f}, "
         f"attention_efficiency {cal.attention_efficiency:.3f}, hbm_efficiency {cal.hbm_efficiency:.3f}",
         flush=True,
     )
@@ -132,7 +128,7 @@ def _mape(xs) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=600, help="fit iterations per restart (2 restarts)")
-    ap.add_argument("--loo-iters", type=int, default=250, help="iterations of each leave-one-out refit")
+    ap.add_argument("--loo-iters", type=int, default=250, help="iterations of each cross-validation refit")
     args = ap.parse_args()
     if not available():
         print("aiconfigurator-core is not installed (pip install 'tenfold[measured]'): nothing to compare.")
@@ -149,7 +145,7 @@ def main() -> int:
         f"\nmeasured kernels used in {USED['attention']} / {USED['moe']} of {USED['calls']} step evaluations "
         "(attention / MoE)"
     )
-    print(f"{'row':<46} {'base fit':>9} {'base LOO':>9} {'meas fit':>9} {'meas LOO':>9}")
+    print(f"{'row':<46} {'base fit':>9} {'base CV':>9} {'meas fit':>9} {'meas CV':>9}")
     for i in base:
         (bf, bl), (mf, ml) = base[i], meas[i]
         print(f"{i[:46]:<46} {bf * 100:+8.1f}% {bl * 100:+8.1f}% {mf * 100:+8.1f}% {ml * 100:+8.1f}%")

@@ -338,6 +338,32 @@ def draft_pass_time(b, *, model: ModelSpec, rates: ServingRates, links, tp: int,
     return one + kernels * r.kernel_s + 2.0 * all_reduce_time(b * h * 2.0, tp, links)
 
 
+def routed_expert_seconds(
+    t_ep, *, model: ModelSpec, formats: Formats, rates: ServingRates, ep: int, moe_tp: int
+):
+    """Seconds of one MoE layer's routed experts on one GPU for `t_ep` tokens routed by the expert-parallel
+    group: the grouped GEMMs (grouped_gemm.py) or, when larger, the touched experts' weight stream plus the
+    tokens' activations, then the per-layer and per-token fixed costs (weight-only kernels). Router, shared
+    experts, elementwise work and collectives are step_times'."""
+    r, h, k = rates, model.hidden, model.topk
+    t_ep = np.asarray(t_ep, dtype=float)
+    pairs = t_ep * k / ep
+    e_params = model.expert_params() / moe_tp
+    touched = experts_touched(t_ep, experts_local=model.experts / ep, topk=k, experts=model.experts)
+    grouped = grouped_gemm_seconds(
+        pairs,
+        touched,
+        hidden=h,
+        width=model.moe_ffn // moe_tp,
+        gated=model.gated,
+        rate=r.ffn_flops * r.moe_efficiency,
+        k_overhead=tile_k_overhead(r.ffn_flops, r.sm_count),
+    )
+    stream = touched * e_params * formats.weights.operand_bytes / (r.moe_weight_Bps or r.hbm_Bps)
+    moe = np.maximum(grouped, stream + pairs * 4 * h * 2.0 / r.hbm_Bps)
+    return moe + r.moe_layer_s + r.moe_token_s * t_ep
+
+
 def step_times(
     model: ModelSpec,
     *,
@@ -410,20 +436,7 @@ def step_times(
         k, fe, n_exp = model.topk, model.moe_ffn, model.experts
         t_ep = (b * q + p_mean) * dp  # tokens the expert-parallel group routes per step
         pairs = t_ep * k / ep  # token-expert pairs per EP rank
-        e_params = model.expert_params() / moe_tp
-        touched = experts_touched(t_ep, experts_local=n_exp / ep, topk=k, experts=n_exp)
-        grouped = grouped_gemm_seconds(
-            pairs,
-            touched,
-            hidden=h,
-            width=fe // moe_tp,
-            gated=model.gated,
-            rate=r.ffn_flops * r.moe_efficiency,
-            k_overhead=tile_k_overhead(r.ffn_flops, r.sm_count),
-        )
-        moe = np.maximum(
-            grouped, touched * e_params * wb / (r.moe_weight_Bps or bw) + pairs * 4 * h * 2.0 / bw
-        )
+        moe = routed_expert_seconds(t_ep, model=model, formats=formats, rates=r, ep=ep, moe_tp=moe_tp)
         moe = moe + _gemm(t_loc, h * n_exp, 2.0, r.bf16_flops, bw)  # router (BF16)
         if model.shared_experts:
             fs = model.shared_experts * fe
@@ -431,7 +444,6 @@ def step_times(
                 t_loc, model.mlp_matmul_params(fs) / tp, wb, r.ffn_flops, bw, t_loc * 4 * h * 2.0
             )
         moe = moe + (t_loc * 16 * h * 2.0 + pairs * gate * fe / moe_tp * 2.0 + 4 * k * h * t_loc) / bw
-        moe = moe + r.moe_layer_s + r.moe_token_s * t_ep
         ffn = ffn + model.moe_layers * moe
         if dp > 1:
             per_layer = moe_exchange_time(
