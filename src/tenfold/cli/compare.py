@@ -274,6 +274,7 @@ def compare(
         settings.check_gpus(gpu_list)
         prec = tuple(p.strip() for p in precisions.split(",") if p.strip()) or None
         common = dict(precisions=prec, baseline=baseline or None, settings=settings)
+        common |= {"calibration": cal} if cal is not None else {}
         if not model:
             if tokens or num_gpus or deadline_days or serve:
                 raise ValueError("--tokens, --num-gpus, --deadline-days and --serve need --model")
@@ -302,29 +303,23 @@ def compare(
                 headroom_GiB=headroom,
             )
             job = ("training", w)
-        if cal is not None:
-            common["calibration"] = cal
         result = run_job(job, gpu_list, num_gpus, deadline_days, common, as_json=as_json)
     except ValueError as exc:
         raise fail(str(exc)) from exc
     except Infeasible as exc:  # the serving search found nothing that runs
         raise fail(f"infeasible: {exc}", EXIT_INFEASIBLE) from exc
-    if report is not None:
-        from tenfold.report.compare import write_comparison_report
-
-        write_comparison_report(result, report)
+    write_report(result, report)
     comps = result.comparisons if isinstance(result, ComparisonSet) else (result,)
     exports = plan_exports(comps, export) if export else []
     if as_json:
         print_json(result.to_dict() | ({"export": exports} if export else {}))
-    else:
-        for c in comps:
-            print_comparison(c, console, tornado=tornado)
-        for e in exports:
-            console.print(f"\n# {e['workload']}: {e['gpu']} ({e['framework']})", style="bold", markup=False)
-            console.print(e["text"] or f"# cannot express this plan: {e['reason']}", markup=False)
-        if report is not None:
-            console.print(f"report written to {report}")
+    for c in comps if not as_json else ():
+        print_comparison(c, console, tornado=tornado)
+    for e in exports if not as_json else ():
+        console.print(f"\n# {e['workload']}: {e['gpu']} ({e['framework']})", style="bold", markup=False)
+        console.print(e["text"] or f"# cannot express this plan: {e['reason']}", markup=False)
+    if report is not None and not as_json:
+        console.print(f"report written to {report}")
     if not result.feasible:
         raise typer.Exit(EXIT_INFEASIBLE)
 
@@ -337,3 +332,11 @@ def check_training_only(*, export: str, serve: bool, headroom: float | None, mod
         raise fail("--export prints training plans; it does not apply with --serve")
     if headroom is not None and (serve or not model):
         raise fail("--headroom applies to a training comparison of one --model")
+
+
+def write_report(result, path) -> None:
+    """Write the HTML report of a comparison when `--report` names a file (plotly is imported only then)."""
+    if path is not None:
+        from tenfold.report.compare import write_comparison_report
+
+        write_comparison_report(result, path)
