@@ -256,25 +256,7 @@ def predict_worker(case: ServingCase, calibration: Calibration) -> RowResult:
     pred = (1.0 / value if scale < 0 else value * scale) if w.feasible else math.nan
     layout = f"{case.role} {q.deployment.describe()} {q.precision}/kv {q.formats.kv} {q.engine.name}"
     batch = f"batch {w.batch_per_rank}/rank ({w.limited_by})" if w.feasible else w.reason
-    u = calibration.uncertainty
-    interval = u.interval(pred, case_group(case)) if u is not None and w.feasible else None
-    return RowResult(
-        id=case.id,
-        model=case.model_name,
-        gpu=case.gpu,
-        num_gpus=case.num_gpus,
-        metric=case.metric,
-        reliability=case.reliability,
-        measured=case.measured,
-        predicted=pred,
-        error=pred / case.measured - 1.0,
-        layout=f"{layout}, {batch}",
-        fits_memory=w.feasible,
-        memory_GiB=math.nan,
-        assumed=case.assumed + w.notes,
-        split=case.split,
-        interval=interval,
-    )
+    return row_result(case, calibration, pred, f"{layout}, {batch}", w.feasible, math.nan, w.notes)
 
 
 def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
@@ -293,8 +275,22 @@ def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
     wo = " weight-only" if q.weight_only else ""
     layout = f"{q.deployment.describe()} {q.precision}{wo}/kv {q.formats.kv} {q.engine.name}"
     batch = f"batch {est.batch_per_rank}/rank ({est.limited_by})" if est.feasible else est.reason
+    memory = est.weights_GiB + est.workspace_GiB + max(est.kv_budget_GiB, 0.0)
+    return row_result(case, calibration, pred, f"{layout}, {batch}", est.feasible, memory, est.notes)
+
+
+def row_result(
+    case: ServingCase,
+    calibration: Calibration,
+    pred: float,
+    layout: str,
+    feasible: bool,
+    memory_GiB: float,
+    notes: tuple[str, ...],
+) -> RowResult:
+    """A row's result: its prediction, error, layout and the calibration's 80 % range (feasible rows)."""
     u = calibration.uncertainty
-    interval = u.interval(pred, case_group(case)) if u is not None and est.feasible else None
+    interval = u.interval(pred, case_group(case)) if u is not None and feasible else None
     return RowResult(
         id=case.id,
         model=case.model_name,
@@ -305,10 +301,10 @@ def predict_case(case: ServingCase, calibration: Calibration) -> RowResult:
         measured=case.measured,
         predicted=pred,
         error=pred / case.measured - 1.0,
-        layout=f"{layout}, {batch}",
-        fits_memory=est.feasible,
-        memory_GiB=est.weights_GiB + est.workspace_GiB + max(est.kv_budget_GiB, 0.0),
-        assumed=case.assumed + est.notes,
+        layout=layout,
+        fits_memory=feasible,
+        memory_GiB=memory_GiB,
+        assumed=case.assumed + tuple(notes),
         split=case.split,
         interval=interval,
     )
