@@ -214,18 +214,10 @@ def fit_top(
 ) -> tuple[Calibration, list[str]]:
     """`start` with its `count` most sensitive parameters (on `cases`) fitted to `cases`, and their names
     (count = SHARED_SCALE: one factor on every GEMM efficiency)."""
+    fit = dict(iters=iters, restarts=restarts, progress=progress, error_cap=USER_ERROR_CAP, kind=kind)
     if count == SHARED_SCALE:
         held = replace(start, fit=MappingProxyType({"fixed_parameters": start.free_names()}))
-        cal = fit_calibration(
-            cases,
-            start=held,
-            iters=iters,
-            restarts=restarts,
-            progress=progress,
-            error_cap=USER_ERROR_CAP,
-            tie=dict(start.gemm_efficiency),
-            kind=kind,
-        )
+        cal = fit_calibration(cases, start=held, tie=dict(start.gemm_efficiency), **fit)
         return cal, [f"gemm:{k}" for k in sorted(start.gemm_efficiency)]
     ranked, _ = rank_parameters(sensitivities(cases, start, kind=kind))
     names = ranked[: min(count, max_parameters(len(cases), len(ranked)))]
@@ -233,16 +225,7 @@ def fit_top(
     held = replace(start, fit=MappingProxyType({"fixed_parameters": fixed}))
     if not names:
         return held, names
-    cal = fit_calibration(
-        cases,
-        start=held,
-        iters=iters,
-        restarts=restarts,
-        progress=progress,
-        error_cap=USER_ERROR_CAP,
-        kind=kind,
-    )
-    return cal, names
+    return fit_calibration(cases, start=held, **fit), names
 
 
 def held_out_errors(
