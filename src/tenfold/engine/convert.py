@@ -28,6 +28,15 @@ from torch import nn
 
 from tenfold.engine.autoprecision.policy import PrecisionPolicy
 from tenfold.engine.backend import GEMM_BACKENDS
+from tenfold.engine.experts import (
+    FUSED_PROJECTIONS,
+    ROUTER_REASON,
+    QuantExperts,
+    expert_linear,
+    fused_layout_misfit,
+    is_fused_experts,
+    router_names,
+)
 from tenfold.engine.linear import QuantConv1D, QuantLinear
 from tenfold.engine.recipes import Recipe
 from tenfold.engine.recipes import recipe as build_recipe
@@ -35,6 +44,10 @@ from tenfold.formats.fake import QUANT_PATHS
 from tenfold.formats.scheme import Family
 
 DEFAULT_BLOCK_PATTERN = r"(?:^|\.)(?:blocks|layers|layer|h)\.(\d+)(?:\.|$)"
+LM_HEAD_PATTERN = r"(^|\.)lm_head$"
+LM_HEAD_REASON = (
+    "LM head: kept in high precision (NVIDIA's FP8 and NVFP4 recipes keep it in BF16, arXiv 2509.25149 §4.1)"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +57,7 @@ class ConversionPolicy:
     Fields:
         include: regexes (re.search on qualified names); when non-empty only matching layers convert.
         exclude: regexes of layers kept in high precision (default: the LM head).
+        keep_routers: keep MoE router gates in high precision (recognised by role; see `experts.py`).
         hp_first_blocks: number of leading transformer blocks kept in high precision.
         hp_last_blocks: number of trailing blocks kept in high precision; None = ceil(recipe.hp_tail x n).
         block_pattern: regex whose group 1 is the block index in a layer's qualified name.
@@ -53,7 +67,8 @@ class ConversionPolicy:
     """
 
     include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = (r"(^|\.)lm_head$",)
+    exclude: tuple[str, ...] = (LM_HEAD_PATTERN,)
+    keep_routers: bool = True
     hp_first_blocks: int = 0
     hp_last_blocks: int | None = None
     block_pattern: str = DEFAULT_BLOCK_PATTERN
@@ -98,6 +113,9 @@ class LayerDecision:
         converted: True when swapped for a QuantLinear.
         reason: why it was converted or kept.
         backend: the converted layer's GEMM backend and its reason, else None.
+        experts: how many expert GEMM weights it holds (1 for a per-expert linear, E for a fused 3-D
+            expert Parameter, 0 for a dense layer).
+        moe_layer: qualified name of the MoE experts module it belongs to, else None.
     """
 
     name: str
@@ -108,6 +126,8 @@ class LayerDecision:
     converted: bool
     reason: str
     backend: str | None = None
+    experts: int = 0
+    moe_layer: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,6 +156,16 @@ class ConversionReport:
     def kept(self) -> tuple[LayerDecision, ...]:
         return tuple(d for d in self.layers if not d.converted)
 
+    @property
+    def experts(self) -> int:
+        """Number of expert GEMM weights quantized (one per expert and projection)."""
+        return sum(d.experts for d in self.converted)
+
+    @property
+    def moe_layers(self) -> tuple[str, ...]:
+        """The MoE experts modules with at least one quantized expert GEMM weight."""
+        return tuple(sorted({d.moe_layer for d in self.converted if d.moe_layer is not None}))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "recipe": self.recipe,
@@ -143,6 +173,8 @@ class ConversionReport:
             "hp_blocks": list(self.hp_blocks),
             "converted": len(self.converted),
             "kept": len(self.kept),
+            "experts": self.experts,
+            "moe_layers": list(self.moe_layers),
             "already_quantized": list(self.already_quantized),
             "layers": [asdict(d) for d in self.layers],
         }
@@ -152,6 +184,9 @@ class ConversionReport:
             f"recipe {self.recipe}: {len(self.converted)} layers converted, {len(self.kept)} kept in high "
             f"precision ({self.n_blocks} blocks; high-precision blocks: {list(self.hp_blocks) or 'none'})"
         ]
+        if self.experts:
+            n_moe = len(self.moe_layers)
+            lines.append(f"  {self.experts} expert GEMM weights in {n_moe} MoE layers quantized")
         if self.already_quantized:
             lines.append(f"  {_already_note(self.already_quantized)}")
         lines += [f"  kept {d.name}: {d.reason}" for d in self.kept]
@@ -172,15 +207,40 @@ def is_conv1d(m: nn.Module) -> bool:
     return type(m).__name__ == "Conv1D" and hasattr(m, "nf") and w is not None and w.ndim == 2
 
 
-def _candidates(model: nn.Module) -> list[tuple[str, nn.Module, str]]:
+@dataclass(frozen=True)
+class _Candidate:
+    """A layer `convert` decides on: a linear (Linear, Conv1D), a router gate, or one fused expert Parameter
+    (kind Experts, named ``<experts module>.<parameter>``, module = the experts module)."""
+
+    name: str
+    module: nn.Module
+    kind: str
+    in_features: int
+    out_features: int
+    router: bool = False
+    experts: int = 0
+    moe_layer: str | None = None
+
+
+def _candidates(model: nn.Module) -> list[_Candidate]:
+    routers = router_names(model)
     out = []
     for name, m in model.named_modules():
-        if isinstance(m, QuantLinear):
+        if isinstance(m, (QuantLinear, QuantExperts)):
             continue
+        moe = expert_linear(name)
+        per_expert = {"experts": 1, "moe_layer": moe[0]} if moe else {}
         if isinstance(m, nn.Linear):
-            out.append((name, m, "Linear"))
+            shape = (m.in_features, m.out_features)
+            out.append(_Candidate(name, m, "Linear", *shape, name in routers, **per_expert))
         elif is_conv1d(m):
-            out.append((name, m, "Conv1D"))
+            out.append(_Candidate(name, m, "Conv1D", *m.weight.shape, name in routers, **per_expert))
+        elif name in routers:
+            out.append(_Candidate(name, m, "Router", m.weight.shape[1], m.weight.shape[0], True))
+        elif is_fused_experts(m):
+            for p in FUSED_PROJECTIONS:
+                e, fout, fin = getattr(m, p).shape
+                out.append(_Candidate(f"{name}.{p}", m, "Experts", fin, fout, experts=e, moe_layer=name))
     return out
 
 
@@ -237,65 +297,97 @@ def _convert(
     block_re = re.compile(pol.block_pattern)
     cands = _candidates(model)
     blocks = {}
-    for name, _, _ in cands:
-        mt = block_re.search(name)
-        blocks[name] = int(mt.group(1)) if mt else None
+    for c in cands:
+        mt = block_re.search(c.name)
+        blocks[c.name] = int(mt.group(1)) if mt else None
     indices = sorted({b for b in blocks.values() if b is not None})
     n_blocks = indices[-1] + 1 if indices else 0
     n_last = pol.hp_last_blocks if pol.hp_last_blocks is not None else math.ceil(r.hp_tail * n_blocks - 1e-9)
     hp = set(range(min(pol.hp_first_blocks, n_blocks))) | set(range(max(n_blocks - n_last, 0), n_blocks))
 
-    decisions = []
+    decisions: dict[str, LayerDecision] = {}
+    fused: dict[str, list[_Candidate]] = {}  # experts module name -> its projections to quantize
     seed_index = 0
-    for name, m, kind in cands:
-        fin, fout = (
-            (m.weight.shape[0], m.weight.shape[1]) if kind == "Conv1D" else (m.in_features, m.out_features)
-        )
-        blk = blocks[name]
-        reason = None
-        if not r.quantizes:
-            reason = f"recipe {r.name} quantizes nothing"
-        elif pol.include and not any(re.search(p, name) for p in pol.include):
-            reason = "matches no include pattern"
-        elif any(re.search(p, name) for p in pol.exclude):
-            pat = next(p for p in pol.exclude if re.search(p, name))
-            reason = f"excluded by pattern {pat!r}"
-        elif blk is not None and blk in hp:
-            where = "first" if blk < pol.hp_first_blocks else "last"
-            reason = f"block {blk} is kept in high precision ({where} blocks)"
-        elif pol.require_block_fit:
-            reason = _block_misfit(r, fin, fout)
-        common = {"name": name, "kind": kind, "in_features": fin, "out_features": fout, "block": blk}
+    for c in cands:
+        common = {
+            "name": c.name,
+            "kind": c.kind,
+            "in_features": c.in_features,
+            "out_features": c.out_features,
+        }
+        common |= {"block": blocks[c.name], "experts": c.experts, "moe_layer": c.moe_layer}
+        reason = _keep_reason(c, r, pol, blocks[c.name], hp)
         if reason is not None:
-            decisions.append(LayerDecision(**common, converted=False, reason=reason))
+            decisions[c.name] = LayerDecision(**common, converted=False, reason=reason)
             continue
-        cls = QuantConv1D if kind == "Conv1D" else QuantLinear
-        q = cls.from_linear(
-            m,
+        if c.kind == "Experts":  # wrapped below, once per experts module; seeds: one per expert
+            fused.setdefault(c.moe_layer or "", []).append(c)
+            decisions[c.name] = LayerDecision(**common, converted=True, reason=f"quantized with {r.name}")
+            continue
+        cls = QuantConv1D if c.kind == "Conv1D" else QuantLinear
+        seed = r.seed * (1 << 20) + seed_index
+        q = cls.from_linear(c.module, r, seed=seed, backend=pol.backend, quant_backend=pol.quant_backend)
+        seed_index += 1
+        replace_module(model, c.name, q)
+        decisions[c.name] = LayerDecision(
+            **common,
+            converted=True,
+            reason=f"quantized with {r.name}",
+            backend=f"{q.backend_choice.backend}: {q.backend_choice.reason}",
+        )
+    for mod_name, parts in fused.items():
+        projections = tuple(c.name.rpartition(".")[2] for c in parts)
+        seed = r.seed * (1 << 20) + seed_index
+        qe = QuantExperts.wrap(
+            parts[0].module,
             r,
-            seed=r.seed * (1 << 20) + seed_index,
+            projections=projections,
+            seed=seed,
             backend=pol.backend,
             quant_backend=pol.quant_backend,
         )
-        seed_index += 1
-        replace_module(model, name, q)
-        decisions.append(
-            LayerDecision(
-                **common,
-                converted=True,
-                reason=f"quantized with {r.name}",
-                backend=f"{q.backend_choice.backend}: {q.backend_choice.reason}",
-            )
-        )
+        seed_index += qe.n_gemms
+        replace_module(model, mod_name, qe)
+        for c, p in zip(parts, projections, strict=True):
+            choice = qe.gemms[p][0].backend_choice
+            decisions[c.name] = replace(decisions[c.name], backend=f"{choice.backend}: {choice.reason}")
     return ConversionReport(
-        recipe=r.name, n_blocks=n_blocks, hp_blocks=tuple(sorted(hp)), layers=tuple(decisions)
+        recipe=r.name, n_blocks=n_blocks, hp_blocks=tuple(sorted(hp)), layers=tuple(decisions.values())
     )
+
+
+def _keep_reason(
+    c: _Candidate, r: Recipe, pol: ConversionPolicy, blk: int | None, hp: set[int]
+) -> str | None:
+    """Why candidate `c` stays in high precision under `r` and `pol`, or None when it is quantized."""
+    if not r.quantizes:
+        return f"recipe {r.name} quantizes nothing"
+    if pol.include and not any(re.search(p, c.name) for p in pol.include):
+        return "matches no include pattern"
+    if c.router and pol.keep_routers:
+        return ROUTER_REASON
+    if c.kind == "Router":
+        return "router gate is not a linear layer (kept in high precision)"
+    pat = next((p for p in pol.exclude if re.search(p, c.name)), None)
+    if pat is not None:
+        why = f"{LM_HEAD_REASON}; " if pat == LM_HEAD_PATTERN else ""
+        return f"{why}excluded by pattern {pat!r}"
+    if blk is not None and blk in hp:
+        where = "first" if blk < pol.hp_first_blocks else "last"
+        return f"block {blk} is kept in high precision ({where} blocks)"
+    if c.kind == "Experts":
+        why = fused_layout_misfit(c.module)
+        if why is not None:
+            return why
+    if pol.require_block_fit:
+        return _block_misfit(r, c.in_features, c.out_features)
+    return None
 
 
 def _convert_per_layer(model: nn.Module, pp: PrecisionPolicy, pol: ConversionPolicy) -> ConversionReport:
     """One `convert` pass per format over exactly the layers the policy gives it, then one report."""
     cands = _candidates(model)
-    unknown = sorted(set(pp.layers) - {n for n, _, _ in cands})
+    unknown = sorted(set(pp.layers) - {c.name for c in cands})
     if unknown:
         raise ValueError(f"policy names layers the model does not have: {unknown[:5]}")
     done: dict[str, LayerDecision] = {}
@@ -305,22 +397,22 @@ def _convert_per_layer(model: nn.Module, pp: PrecisionPolicy, pol: ConversionPol
         rep = _convert(model, fmt, one)
         done.update({d.name: d for d in rep.layers if pp.layers.get(d.name) == fmt})
     decisions = []
-    for name, m, kind in cands:
-        if name in done:
-            decisions.append(done[name])
+    for c in cands:
+        if c.name in done:
+            decisions.append(done[c.name])
             continue
-        w = m.weight
-        fin, fout = (w.shape[0], w.shape[1]) if kind == "Conv1D" else (m.in_features, m.out_features)
-        why = "the policy keeps it in bf16" if pp.layers.get(name) == "bf16" else "not in the policy"
+        why = "the policy keeps it in bf16" if pp.layers.get(c.name) == "bf16" else "not in the policy"
         decisions.append(
             LayerDecision(
-                name=name,
-                kind=kind,
-                in_features=fin,
-                out_features=fout,
+                name=c.name,
+                kind=c.kind,
+                in_features=c.in_features,
+                out_features=c.out_features,
                 block=None,
                 converted=False,
                 reason=why,
+                experts=c.experts,
+                moe_layer=c.moe_layer,
             )
         )
     return ConversionReport(recipe="policy", n_blocks=0, hp_blocks=(), layers=tuple(decisions))

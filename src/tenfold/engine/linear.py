@@ -83,6 +83,10 @@ class QuantLinear(nn.Module):
         if self.bias is not None:
             bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
             nn.init.uniform_(self.bias, -bound, bound)
+        self.reset_quant_state()
+
+    def reset_quant_state(self) -> None:
+        """Fresh quantization state: seeds and Hadamard signs as constructed, empty amax histories."""
         if hasattr(self, "sr_step"):
             with torch.no_grad():
                 self.sr_seed.fill_(self._seed)
