@@ -18,6 +18,7 @@ from tenfold.engine.autoprecision.policy import PrecisionPolicy, auto_policy
 from tenfold.engine.autoprecision.sensitivity import SensitivityRow, SensitivityTable, sensitivity
 from tenfold.engine.backend import GEMM_BACKENDS, BackendChoice, select_backend
 from tenfold.engine.convert import ConversionPolicy, ConversionReport, LayerDecision, convert
+from tenfold.engine.experts import ExpertGemm, QuantExperts
 from tenfold.engine.gemm import GemmPlan, QuantizedLinearFunction, quantized_linear_reference
 from tenfold.engine.linear import QuantConv1D, QuantLinear
 from tenfold.engine.ptq.metrics import EmbeddingAgreement, embedding_agreement, spearman
@@ -39,6 +40,7 @@ __all__ = [
     "ConversionPolicy",
     "ConversionReport",
     "EmbeddingAgreement",
+    "ExpertGemm",
     "GemmPlan",
     "GemmQuant",
     "InferenceLinear",
@@ -48,6 +50,7 @@ __all__ = [
     "PTQReport",
     "PrecisionPolicy",
     "QuantConv1D",
+    "QuantExperts",
     "QuantLinear",
     "QuantizedLinearFunction",
     "Recipe",
