@@ -292,6 +292,10 @@ def test_delayed_scaling_and_optimizer_reach_the_experts():
         assert float(gemm.amax_history[0, 0]) > 0
         update_scaling(m)
         assert float(gemm.scale[0]) != 1.0 and float(gemm.amax_history[0, 0]) == 0
+        twin = copy.deepcopy(m)  # each ExpertGemm reads its weight from its own (copied) experts module
+        twin_experts = twin.model.layers[0].mlp.experts
+        assert twin_experts.gemms["down_proj"][1].weight.data_ptr() == twin_experts.down_proj[1].data_ptr()
+        assert twin_experts.down_proj.data_ptr() != experts.down_proj.data_ptr()
         sd = m.state_dict()
         assert "model.layers.0.mlp.experts.gate_up_proj" in sd
         assert "model.layers.0.mlp.experts.gemms.gate_up_proj.0.amax_history" in sd

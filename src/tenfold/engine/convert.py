@@ -12,7 +12,23 @@ precision, with the reason recorded, when:
 * its shape does not fit the recipe's blocks along a reduction dimension (with `require_block_fit`):
   the emulation pads, but the hardware kernels want whole blocks.
 
-The parameters are shared with the original modules, so an optimizer built before `convert` still works.
+Mixture-of-experts layers (see `experts.py`):
+
+* router gates (``mlp.gate`` in Qwen3-MoE and Mixtral, ``block_sparse_moe.gate`` in older Mixtral code),
+  recognised by role (a ``gate``/``router`` child of a module that also holds ``experts``, with one output
+  per expert), stay in high precision by default (`keep_routers`): DeepSeek-V3 keeps its gating module in
+  BF16/FP32 under FP8 training (arXiv 2412.19437 §3.3.1, https://arxiv.org/abs/2412.19437);
+* per-expert ``nn.Linear`` experts (``experts.N.w1``) convert like any linear layer and are counted;
+* fused 3-D experts (transformers 5.x ``gate_up_proj`` (E, 2F, D) / ``down_proj`` (E, D, F)) give one
+  decision per Parameter (kind ``Experts``, named ``...experts.gate_up_proj``) and are wrapped in a
+  `QuantExperts` that runs every expert's GEMMs as a QuantLinear would.
+
+`ConversionReport.experts` counts the expert GEMM weights quantized and `moe_layers` names their MoE layers.
+Hugging Face models (Llama, Qwen3, Qwen3-MoE, Mixtral) need nothing else: their blocks are ``model.layers.N``,
+which the default block pattern finds, so a recipe's high-precision tail applies.
+
+The parameters are shared with the original modules, so an optimizer built before `convert` still works,
+and their state_dict keys are unchanged (quantization buffers are added next to them).
 """
 
 from __future__ import annotations
