@@ -14,7 +14,7 @@ transformers = pytest.importorskip(
     "transformers", reason="the Hugging Face tests need transformers installed"
 )
 
-from tenfold.engine import QuantLinear, convert, recipe, update_scaling  # noqa: E402
+from tenfold.engine import QuantLinear, convert, recipe, sensitivity, update_scaling  # noqa: E402
 from tenfold.engine.convert import ConversionPolicy, replace_module  # noqa: E402
 from tenfold.engine.experts import ExpertGemm, QuantExperts, is_fused_experts  # noqa: E402
 
@@ -317,3 +317,29 @@ def test_wrap_rejects_what_it_cannot_emulate():
     assert (
         "is_transposed" in {x.name: x for x in report.layers}["model.layers.0.mlp.experts.down_proj"].reason
     )
+
+
+class Logits(nn.Module):
+    """(ids) -> flat logits, the interface `sensitivity` expects."""
+
+    def __init__(self, m: nn.Module) -> None:
+        super().__init__()
+        self.m = m
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.m(ids).logits.reshape(-1, V)
+
+
+def test_sensitivity_measures_fused_experts_and_restores_them():
+    m = build("MixtralForCausalLM")
+    if not fused_experts(m):
+        pytest.skip("this transformers stores experts as per-expert nn.Linear modules")
+    originals = dict(m.named_modules())
+    ids = torch.randint(0, V, (1, 16), generator=torch.Generator().manual_seed(0))
+    policy = ConversionPolicy(include=(r"layers\.0\.mlp",))
+    table = sensitivity(Logits(m), [(ids, ids.reshape(-1))], candidates=("mxfp8",), policy=policy)
+    rows = {r.layer for r in table.rows_for("mxfp8")}
+    assert rows == {f"m.model.layers.0.mlp.experts.{p}" for p in ("gate_up_proj", "down_proj")}
+    skipped = {n: why for n, _, why in table.skipped}
+    assert skipped["m.model.layers.0.mlp.gate"].startswith("router gate")
+    assert all(m.get_submodule(n) is mod for n, mod in originals.items())

@@ -39,6 +39,7 @@ from torch import nn
 
 from tenfold.engine.autoprecision.policy import linear_flops
 from tenfold.engine.convert import ConversionPolicy, LayerDecision, convert, replace_module
+from tenfold.engine.experts import is_fused_experts
 from tenfold.engine.recipes import RECIPE_NAMES, Recipe, recipe
 from tenfold.formats.metrics import sqnr_db
 
@@ -325,6 +326,7 @@ def sensitivity(
     pol = policy or DEFAULT_POLICY
     originals = {n: m for n, m in model.named_modules() if n and isinstance(m, nn.Linear)}
     originals.update({n: m for n, m in model.named_modules() if n and type(m).__name__ == "Conv1D"})
+    originals.update({n: m for n, m in model.named_modules() if n and is_fused_experts(m)})  # MoE experts
 
     plan: list[tuple[str, str]] = []
     skipped: list[tuple[str, str, str]] = []
