@@ -14,7 +14,7 @@ transformers = pytest.importorskip(
     "transformers", reason="the Hugging Face tests need transformers installed"
 )
 
-from tenfold.engine import QuantLinear, convert, recipe, sensitivity, update_scaling  # noqa: E402
+from tenfold.engine import PrecisionPolicy, QuantLinear, convert, recipe, sensitivity, update_scaling  # noqa: E402
 from tenfold.engine.convert import ConversionPolicy, replace_module  # noqa: E402
 from tenfold.engine.experts import ExpertGemm, QuantExperts, is_fused_experts  # noqa: E402
 
@@ -306,7 +306,7 @@ def test_wrap_rejects_what_it_cannot_emulate():
     experts = m.model.layers[0].mlp.experts
     if not is_fused_experts(experts):
         pytest.skip("this transformers stores experts as per-expert nn.Linear modules")
-    with pytest.raises(ValueError, match="projections"):
+    with pytest.raises(ValueError, match="up_proj"):
         QuantExperts.wrap(experts, recipe("mxfp8"), projections=("up_proj",))
     with pytest.raises(ValueError, match="no fused"):
         QuantExperts.wrap(nn.Linear(4, 4), recipe("mxfp8"))
@@ -343,3 +343,21 @@ def test_sensitivity_measures_fused_experts_and_restores_them():
     skipped = {n: why for n, _, why in table.skipped}
     assert skipped["m.model.layers.0.mlp.gate"].startswith("router gate")
     assert all(m.get_submodule(n) is mod for n, mod in originals.items())
+
+
+def test_a_per_layer_policy_can_give_the_two_expert_projections_different_formats():
+    m = build("Qwen3MoeForCausalLM")
+    if not fused_experts(m):
+        pytest.skip("this transformers stores experts as per-expert nn.Linear modules")
+    base = "model.layers.0.mlp.experts"
+    pp = PrecisionPolicy(layers={f"{base}.gate_up_proj": "nvfp4", f"{base}.down_proj": "mxfp8"})
+    report = convert(m, pp)
+    assert {d.name for d in report.converted} == {f"{base}.gate_up_proj", f"{base}.down_proj"}
+    experts = m.get_submodule(base)
+    assert experts.gemms["gate_up_proj"][0].recipe.name == "nvfp4"
+    assert experts.gemms["down_proj"][3].recipe.name == "mxfp8" and experts.n_gemms == 2 * E
+    assert report.experts == 2 * E and not isinstance(m.model.layers[1].mlp.experts, QuantExperts)
+    m.train()
+    loss = loss_of(m)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(experts.down_proj.grad).all()

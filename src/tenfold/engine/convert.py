@@ -242,7 +242,7 @@ def _candidates(model: nn.Module) -> list[_Candidate]:
     routers = router_names(model)
     out = []
     for name, m in model.named_modules():
-        if isinstance(m, (QuantLinear, QuantExperts)):
+        if isinstance(m, QuantLinear):
             continue
         moe = expert_linear(name)
         per_expert = {"experts": 1, "moe_layer": moe[0]} if moe else {}
@@ -253,8 +253,10 @@ def _candidates(model: nn.Module) -> list[_Candidate]:
             out.append(_Candidate(name, m, "Conv1D", *m.weight.shape, name in routers, **per_expert))
         elif name in routers:
             out.append(_Candidate(name, m, "Router", m.weight.shape[1], m.weight.shape[0], True))
-        elif is_fused_experts(m):
+        elif is_fused_experts(m) or isinstance(m, QuantExperts):  # a QuantExperts offers what it keeps
             for p in FUSED_PROJECTIONS:
+                if isinstance(m, QuantExperts) and p in m.gemms:
+                    continue
                 e, fout, fin = getattr(m, p).shape
                 out.append(_Candidate(f"{name}.{p}", m, "Experts", fin, fout, experts=e, moe_layer=name))
     return out
@@ -352,19 +354,14 @@ def _convert(
             backend=f"{q.backend_choice.backend}: {q.backend_choice.reason}",
         )
     for mod_name, parts in fused.items():
-        projections = tuple(c.name.rpartition(".")[2] for c in parts)
-        seed = r.seed * (1 << 20) + seed_index
-        qe = QuantExperts.wrap(
-            parts[0].module,
-            r,
-            projections=projections,
-            seed=seed,
-            backend=pol.backend,
-            quant_backend=pol.quant_backend,
-        )
-        seed_index += qe.n_gemms
-        replace_module(model, mod_name, qe)
-        for c, p in zip(parts, projections, strict=True):
+        qe = parts[0].module
+        if not isinstance(qe, QuantExperts):
+            qe = QuantExperts.wrap(qe, r, projections=())
+            replace_module(model, mod_name, qe)
+        for c in parts:
+            p = c.name.rpartition(".")[2]
+            seed = r.seed * (1 << 20) + seed_index
+            seed_index += qe.quantize(p, r, seed=seed, backend=pol.backend, quant_backend=pol.quant_backend)
             choice = qe.gemms[p][0].backend_choice
             decisions[c.name] = replace(decisions[c.name], backend=f"{choice.backend}: {choice.reason}")
     return ConversionReport(

@@ -138,8 +138,9 @@ class QuantExperts(nn.Module):
     """A fused MoE experts module (see the module docstring) with per-expert quantized GEMMs.
 
     Build it with `QuantExperts.wrap(experts, recipe, ...)`; `projections` names the fused Parameters whose
-    GEMMs are quantized (the others stay high precision). Seeds run seed, seed + 1, ... over the quantized
-    (projection, expert) pairs, gate_up_proj experts first; `n_gemms` says how many were used.
+    GEMMs are quantized (the others stay high precision until `quantize` adds them, possibly with another
+    recipe). Seeds run seed, seed + 1, ... over the quantized (projection, expert) pairs in the order of
+    `projections`; `n_gemms` counts the expert GEMMs quantized.
     """
 
     gemms: nn.ModuleDict
@@ -161,9 +162,6 @@ class QuantExperts(nn.Module):
         why = fused_layout_misfit(experts)
         if why is not None:
             raise ValueError(why)
-        bad = sorted(set(projections) - set(FUSED_PROJECTIONS))
-        if bad:
-            raise ValueError(f"projections {bad} are not among {FUSED_PROJECTIONS}")
         m = cls()
         m.gate_up_proj = experts.gate_up_proj
         m.down_proj = experts.down_proj
@@ -171,18 +169,32 @@ class QuantExperts(nn.Module):
         m.num_experts = int(experts.gate_up_proj.shape[0])
         m.config = getattr(experts, "config", None)
         m.gemms = nn.ModuleDict()
-        k = seed
-        for p in FUSED_PROJECTIONS:
-            if p not in projections:
-                continue
-            gemms = []
-            for e in range(m.num_experts):
-                opts = {"backend": backend, "quant_backend": quant_backend}
-                gemms.append(ExpertGemm(m, p, e, recipe, seed=k, **opts))
-                k += 1
-            m.gemms[p] = nn.ModuleList(gemms)
-        m.n_gemms = k - seed
+        m.n_gemms = 0
+        for p in projections:
+            m.quantize(p, recipe, seed=seed + m.n_gemms, backend=backend, quant_backend=quant_backend)
         return m
+
+    def quantize(
+        self,
+        projection: str,
+        recipe: Recipe,
+        *,
+        seed: int,
+        backend: str = "auto",
+        quant_backend: str = "auto",
+    ) -> int:
+        """Quantize `projection` (gate_up_proj or down_proj) of every expert with `recipe`, expert e getting
+        seed `seed + e`; returns the number of seeds used (num_experts)."""
+        if projection not in FUSED_PROJECTIONS:
+            raise ValueError(f"projection {projection!r} is not one of {FUSED_PROJECTIONS}")
+        if projection in self.gemms:
+            raise ValueError(f"{projection} is already quantized")
+        opts = {"backend": backend, "quant_backend": quant_backend}
+        self.gemms[projection] = nn.ModuleList(
+            ExpertGemm(self, projection, e, recipe, seed=seed + e, **opts) for e in range(self.num_experts)
+        )
+        self.n_gemms += self.num_experts
+        return self.num_experts
 
     def _project(self, param: str, expert: int, x: torch.Tensor) -> torch.Tensor:
         if param in self.gemms:
