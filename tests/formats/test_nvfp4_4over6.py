@@ -157,8 +157,14 @@ def test_4over6_picks_both_candidates_and_lowers_the_error():
         assert err.sum() < 0.98 * err_plain.sum()  # about 5 % (mae) to 10 % (mse) lower here
 
 
-@pytest.mark.parametrize("opts", [dict(four_over_six="mae"), dict(four_over_six="mse", row_scaled=True),
-                                  dict(row_scaled=True, hadamard=True)])
+@pytest.mark.parametrize(
+    "opts",
+    [
+        dict(four_over_six="mae"),
+        dict(four_over_six="mse", row_scaled=True),
+        dict(row_scaled=True, hadamard=True),
+    ],
+)
 @pytest.mark.parametrize("name", ["nvfp4", "nvfp4_2d"])
 def test_engine_operand_matches_reference(opts, name):
     if name == "nvfp4_2d" and "row_scaled" in opts:
