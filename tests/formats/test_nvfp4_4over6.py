@@ -207,3 +207,13 @@ def test_compiled_path_bit_exact(opts):
     assert torch.equal(fake_quantize(x, s, backend="compiled"), quantize(x, s).dequantize())
     s2 = scheme("nvfp4_2d", four_over_six=opts["four_over_six"])
     assert torch.equal(fake_quantize(x, s2, backend="compiled"), quantize(x, s2).dequantize())
+
+
+def test_a_tie_keeps_map_to_6():
+    """Values on both grids (6, 3, 1.5 after map-to-6; 4, 2, 1 after map-to-4) give equal (zero) errors:
+    TE keeps map-to-6 on ties (strict `<`)."""
+    x = torch.tensor([[4.0, 2.0, 1.0] + [0.0] * 13, [4.0, 2.0, 1.0, 0.5] + [0.0] * 12])
+    q = quantize(x, scheme("nvfp4", four_over_six="mae"))
+    assert q.element_codes()[0, :3].tolist() == [7, 5, 3]  # 6, 3, 1.5: the tie keeps map-to-6
+    assert q.element_codes()[1, :4].tolist() == [6, 4, 2, 1]  # 0.5 is off the map-to-6 grid: map-to-4
+    assert torch.equal(q.dequantize(), x)

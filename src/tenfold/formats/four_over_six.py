@@ -66,10 +66,10 @@ def block_error(
     return err.squeeze(-1)
 
 
-def scaled_tiles(
+def choose(
     t: torch.Tensor, amax_tensor: torch.Tensor, g_enc: torch.Tensor, s: Scheme, bound: float, fast: bool
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tiles (..., nblocks, 16 or 256) -> (on-grid E2M1 values, chosen E4M3 block scales (..., nblocks)).
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(on-grid E2M1 values, chosen E4M3 block scales, True where map-to-4 won) for tiles (..., nblocks, k).
 
     `g_enc` is the global encode scale computed with `bound` (256 or 448) in place of 448; `fast` rounds
     with the compiler-friendly `round_to_grid_fast` (same bits)."""
@@ -80,4 +80,12 @@ def scaled_tiles(
     pick4 = block_error(t, q4, s4, amax_tensor, s, bound) < block_error(t, q6, s6, amax_tensor, s, bound)
     q = torch.where(pick4.unsqueeze(-1), q4, q6)
     s_blk = torch.where(pick4, s4.view(torch.uint8), s6.view(torch.uint8)).view(torch.float8_e4m3fn)
+    return q, s_blk, pick4
+
+
+def scaled_tiles(
+    t: torch.Tensor, amax_tensor: torch.Tensor, g_enc: torch.Tensor, s: Scheme, bound: float, fast: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tiles (..., nblocks, 16 or 256) -> (on-grid E2M1 values, chosen E4M3 block scales (..., nblocks))."""
+    q, s_blk, _ = choose(t, amax_tensor, g_enc, s, bound, fast)
     return q, s_blk
