@@ -217,3 +217,20 @@ def test_a_tie_keeps_map_to_6():
     assert q.element_codes()[0, :3].tolist() == [7, 5, 3]  # 6, 3, 1.5: the tie keeps map-to-6
     assert q.element_codes()[1, :4].tolist() == [6, 4, 2, 1]  # 0.5 is off the map-to-6 grid: map-to-4
     assert torch.equal(q.dequantize(), x)
+
+
+def test_satfinite_inf_stays_in_its_block():
+    """Under satfinite an Inf saturates in its own block (both candidates' errors are Inf: map-to-6)
+    and every other block quantizes as without it; both paths agree."""
+    x = make_data("random", (16, 64)).float()
+    x_inf = x.clone()
+    x_inf[3, 20] = float("inf")
+    s = scheme("nvfp4", four_over_six="mse", nonfinite="satfinite")
+    got = quantize(x_inf, s).dequantize()
+    assert torch.equal(fake_quantize(x_inf, s, backend="eager"), got)
+    # +6 times the clamped block scale 448: 6 * 448 * amax / (6 * 256), 1.75x the finite tensor amax
+    assert got[3, 20].item() == x.abs().max().item() * 448 / 256
+    clean = quantize(x, s).dequantize()
+    other = torch.ones_like(x, dtype=torch.bool)
+    other[3, 16:32] = False
+    assert torch.equal(got[other], clean[other])
