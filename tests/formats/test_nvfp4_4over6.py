@@ -234,3 +234,13 @@ def test_satfinite_inf_stays_in_its_block():
     other = torch.ones_like(x, dtype=torch.bool)
     other[3, 16:32] = False
     assert torch.equal(got[other], clean[other])
+
+
+def test_native_gemm_pairing():
+    """Blackwell's NVFP4 GEMM takes one TensorWise second-level scale per operand: row-scaled operands
+    have no native pairing (the emulated GEMM runs them); 4over6 operands do (alpha uses 6 x 256)."""
+    from tenfold.engine.native import pairing
+
+    w = scheme("nvfp4_2d", four_over_six="mae")
+    assert pairing(scheme("nvfp4", four_over_six="mse"), w) == "nvfp4"
+    assert pairing(scheme("nvfp4", row_scaled=True), w) is None
