@@ -244,3 +244,17 @@ def test_native_gemm_pairing():
     w = scheme("nvfp4_2d", four_over_six="mae")
     assert pairing(scheme("nvfp4", four_over_six="mse"), w) == "nvfp4"
     assert pairing(scheme("nvfp4", row_scaled=True), w) is None
+
+
+def test_error_sums_in_element_order():
+    """A block (found by search over Gaussian bf16 blocks) whose MSE comparison flips with the summation
+    order: summed in element order (TE) map-to-6 wins, summed pairwise (torch.sum) map-to-4 would."""
+    block = [0.40625, -0.96484375, -0.2119140625, 0.2001953125, 1.484375, 0.2578125, -0.7734375, 1.265625,
+             1.078125, -0.859375, -0.130859375, -0.01190185546875, 0.89453125, -0.734375, 1.3671875,
+             -0.007415771484375]  # fmt: skip
+    x = torch.tensor([[6.0] + [0.0] * 15, block])  # the first block sets the tensor amax to 6
+    q = quantize(x, scheme("nvfp4", four_over_six="mse"))
+    codes_ref, scales_ref, _ = quantize_4over6(x.numpy(), (1, 16), "mse")
+    assert np.array_equal(q.scales.view(torch.uint8).numpy(), scales_ref)
+    assert np.array_equal(q.element_codes().numpy(), codes_ref)
+    assert (q.element_codes()[1] & 7).max().item() == 7  # map-to-6: the block max sits on 6
