@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from tenfold.formats import AmaxHistory, QuantizedTensor, Scheme, quantize
 from tenfold.formats.elements import E2M1, E4M3, E5M2
-from tenfold.formats.nvfp4 import decode_scale
+from tenfold.formats.nvfp4 import decode_scale, global_e4m3_max
 from tenfold.formats.scheme import Family, Scaling
 
 ALIGN = 16  # cuBLAS FP8 GEMMs want every dimension divisible by 16
@@ -42,8 +42,8 @@ def pairing(sa: Scheme, sb: Scheme) -> str | None:
         return "tensorwise" if fam == Family.TENSOR else "rowwise"
     if fam == Family.MX and sa.element == sb.element and sa.element in (E4M3, E5M2, E2M1):
         return "mx"
-    if fam == Family.NVFP4:
-        return "nvfp4"
+    if fam == Family.NVFP4 and not (sa.row_scaled or sb.row_scaled):
+        return "nvfp4"  # a row-scaled operand's per-row second level is no TensorWise scale
     return None
 
 
@@ -167,9 +167,9 @@ def scaled_mm(
     out = F.scaled_mm(
         ca.view(torch.float4_e2m1fn_x2),
         cb.view(torch.float4_e2m1fn_x2).t(),
-        [swizzle_scales(sca), decode_scale(qa.amax).reshape(1).to(torch.float32)],
+        [swizzle_scales(sca), decode_scale(qa.amax, global_e4m3_max(qa.scheme)).reshape(1).to(torch.float32)],
         [ScalingType.BlockWise1x16, ScalingType.TensorWise],
-        [swizzle_scales(scb), decode_scale(qb.amax).reshape(1).to(torch.float32)],
+        [swizzle_scales(scb), decode_scale(qb.amax, global_e4m3_max(qb.scheme)).reshape(1).to(torch.float32)],
         [ScalingType.BlockWise1x16, ScalingType.TensorWise],
         swizzle_a=[SwizzleType.SWIZZLE_32_4_4, SwizzleType.NO_SWIZZLE],
         swizzle_b=[SwizzleType.SWIZZLE_32_4_4, SwizzleType.NO_SWIZZLE],

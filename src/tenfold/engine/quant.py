@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from tenfold.formats import AmaxHistory, Scheme, quantize
+from tenfold.formats import AmaxHistory, Scheme, four_over_six, quantize
 from tenfold.formats import fp8 as fp8_math
 from tenfold.formats import nvfp4 as nvfp4_math
 from tenfold.formats.blocking import from_working
@@ -145,14 +145,47 @@ def _prepare(
         code = select_exponent(amax, s.element, s.scale_mode, s.nonfinite)
         return xp, quantization_reciprocal(code, s.scale_mode), decode_e8m0(code), one
     if s.family == Family.NVFP4:
-        amax_t = scale_amax(xp, s.nonfinite)
-        g_enc = nvfp4_math.global_encode_scale(amax_t)
+        if s.row_scaled:  # one amax per line along `axis`, shaped to broadcast over the blocked view
+            amax_t = scale_amax(xp, s.nonfinite, dim=axis, keepdim=True).unsqueeze(1)
+        else:
+            amax_t = scale_amax(xp, s.nonfinite)
+        bound = nvfp4_math.global_e4m3_max(s)
+        g_enc = nvfp4_math.global_encode_scale(amax_t, bound)
         g_dec = torch.tensor(1.0) / g_enc
-        s_blk = nvfp4_math.block_scales(amax, g_enc, s).to(torch.float32)
+        if s.four_over_six:
+            s_blk = _four_over_six_scales(v, s, axis, amax_t)
+        else:
+            s_blk = nvfp4_math.block_scales(amax, g_enc, s).to(torch.float32)
         enc = torch.clamp(torch.tensor(1.0) / (s_blk * g_dec), max=nvfp4_math.FLT_MAX)
-        return xp, enc, s_blk, nvfp4_math.decode_scale(amax_t)
+        return xp, enc, s_blk, nvfp4_math.decode_scale(amax_t, bound)
     sc = fp8_math.scale_from_amax(amax, s) if scale is None else scale.reshape(())
     return xp, sc, torch.tensor(1.0, device=x.device) / sc, one
+
+
+def _four_over_six_scales(v: torch.Tensor, s: Scheme, axis: int, amax_t: torch.Tensor) -> torch.Tensor:
+    """4over6's chosen block scales (fp32, shaped like the block amax of the blocked view `v`).
+
+    The choice is made by `tenfold.formats.four_over_six` on the formats tile layout (a permuted view of
+    `v`), so it is the reference's choice; stage 2 then rounds with the chosen scale, which gives the
+    chosen candidate's elements again (the same operations on the same values)."""
+    fast = torch.compiler.is_compiling()
+    if s.is_2d:  # (R/16, 16, C/16, 16) -> tiles (R/16, C/16, 256), rows of the tile in order
+        nr, r, nc, c = v.shape
+        t = v.permute(0, 2, 1, 3).reshape(nr, nc, r * c)
+        amax_tiles = amax_t
+    elif axis == 1:  # (rows, nblocks, 16) is already the tile layout
+        t = v
+        amax_tiles = amax_t.reshape(-1, 1) if s.row_scaled else amax_t
+    else:  # (nblocks, 16, cols) -> tiles (cols, nblocks, 16)
+        t = v.permute(2, 0, 1)
+        amax_tiles = amax_t.reshape(-1, 1) if s.row_scaled else amax_t
+    bound = nvfp4_math.global_e4m3_max(s)
+    g_enc = nvfp4_math.global_encode_scale(amax_tiles, bound)
+    _, s_blk = four_over_six.scaled_tiles(t, amax_tiles, g_enc, s, bound, fast)
+    s_blk = s_blk.to(torch.float32)
+    if s.is_2d:
+        return s_blk[:, None, :, None]
+    return s_blk.unsqueeze(-1) if axis == 1 else s_blk.t().unsqueeze(1)
 
 
 def _noise(

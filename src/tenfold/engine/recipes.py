@@ -151,6 +151,8 @@ class Recipe:
             opts += [s.scaling.value] if s.family.value == "tensor" else []
             opts += ["SR"] if s.rounding.value == "stochastic" else []
             opts += ["RHT"] if s.hadamard else []
+            opts += [f"4over6 {s.four_over_six}"] if s.four_over_six else []
+            opts += ["row-scaled"] if s.row_scaled else []
             return s.name + (f" ({', '.join(opts)})" if opts else "")
 
         return {
@@ -271,7 +273,29 @@ def _mxfp8_floor() -> Recipe:
     return same_everywhere(s, "MXFP8 E4M3 everywhere, OCP FLOOR scales", "mxfp8_floor")
 
 
-def _nvfp4(name: str, *, rht: bool = True, sr: bool = True, two_d: bool = True, hp: bool = True) -> Recipe:
+_NVFP4_DESCRIPTIONS = {
+    "nvfp4": "NVIDIA NVFP4: 1x16 act/grad, 16x16 W, RHT on wgrad, SR grads, HP tail",
+    "nvfp4_no_rht": "nvfp4 without the Hadamard transform on wgrad",
+    "nvfp4_no_sr": "nvfp4 with round-to-nearest gradients",
+    "nvfp4_no_2d": "nvfp4 with 1x16 weight blocks",
+    "nvfp4_no_hp_layers": "nvfp4 with every block in NVFP4",
+    "nvfp4_4over6": "nvfp4 with 4over6 (MAE) weights and activations, no RHT (TE nvfp4_4over6=all)",
+    "nvfp4_4over6_weights": "nvfp4 with 4over6 (MAE) weights (TE nvfp4_4over6=weights)",
+    "nvfp4_4over6_activations": "nvfp4 with 4over6 (MAE) activations, no RHT (TE nvfp4_4over6=activations)",
+    "nvfp4_row_scaled": "nvfp4 with one global scale per activation row (TE row_scaled_activation)",
+}
+
+
+def _nvfp4(
+    name: str,
+    *,
+    rht: bool = True,
+    sr: bool = True,
+    two_d: bool = True,
+    hp: bool = True,
+    four_over_six: str = "none",
+    row_scaled: bool = False,
+) -> Recipe:
     """NVIDIA's NVFP4 recipe (NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149 §4,
     https://arxiv.org/abs/2509.25149; TE `NVFP4BlockScaling`): 1x16 activations and gradients, 2-D 16x16
     weight blocks (the same codes for W and Wᵀ), a 16-point random Hadamard transform on the wgrad GEMM's
@@ -279,24 +303,31 @@ def _nvfp4(name: str, *, rht: bool = True, sr: bool = True, two_d: bool = True, 
     precision. NVIDIA's blog post of 2026-02-23 on Llama3-8B keeps the last 4 of 32 layers in BF16, hence
     hp_tail = 0.125 (the paper keeps ~15 % of linears):
     https://developer.nvidia.com/blog/using-nvfp4-low-precision-model-training-for-higher-throughput-without-losing-accuracy/
+
+    TE 2.15+ options of `NVFP4BlockScaling` (transformer_engine/common/recipe/__init__.py and
+    pytorch/quantization.py): `four_over_six` is the scope of `nvfp4_4over6` (none | weights | activations
+    | all; gradients never), with TE's defaults MAE selection and the 256 global bound; TE rejects 4over6
+    on a quantizer with RHT, and x's quantizer rotates its wgrad copy, so the scopes with activations
+    need RHT off. `row_scaled` is `row_scaled_activation`: x (forward activations) gets one amax per row
+    along the reduction axis, in fprop and in wgrad.
     """
-    act = scheme("nvfp4")
+    acts_46 = four_over_six in ("activations", "all")
+    w_46 = four_over_six in ("weights", "all")
+    if acts_46 and rht:
+        raise ValueError(f"{name}: 4over6 on activations needs rht=False (TE: 4over6 does not support RHT)")
+    act = scheme("nvfp4", four_over_six="mae" if acts_46 else None)
+    act_x = act.with_options(row_scaled=row_scaled)
     w = scheme("nvfp4_2d") if two_d else scheme("nvfp4")
+    w = w.with_options(four_over_six="mae") if w_46 else w
     grad = scheme("nvfp4", rounding="stochastic") if sr else scheme("nvfp4")
     return Recipe(
         name=name,
-        description={
-            "nvfp4": "NVIDIA NVFP4: 1x16 act/grad, 16x16 W, RHT on wgrad, SR grads, HP tail",
-            "nvfp4_no_rht": "nvfp4 without the Hadamard transform on wgrad",
-            "nvfp4_no_sr": "nvfp4 with round-to-nearest gradients",
-            "nvfp4_no_2d": "nvfp4 with 1x16 weight blocks",
-            "nvfp4_no_hp_layers": "nvfp4 with every block in NVFP4",
-        }[name],
-        fprop=GemmQuant(a=act, b=w),
+        description=_NVFP4_DESCRIPTIONS[name],
+        fprop=GemmQuant(a=act_x, b=w),
         dgrad=GemmQuant(a=grad, b=w),
         wgrad=GemmQuant(
             a=grad.with_options(hadamard=True) if rht else grad,
-            b=act.with_options(hadamard=True) if rht else act,
+            b=act_x.with_options(hadamard=True) if rht else act_x,
         ),
         hp_tail=0.125 if hp else 0.0,
     )
@@ -325,6 +356,26 @@ def _nvfp4_no_2d() -> Recipe:
 @register("nvfp4_no_hp_layers")
 def _nvfp4_no_hp_layers() -> Recipe:
     return _nvfp4("nvfp4_no_hp_layers", hp=False)
+
+
+@register("nvfp4_4over6")
+def _nvfp4_4over6() -> Recipe:
+    return _nvfp4("nvfp4_4over6", rht=False, four_over_six="all")
+
+
+@register("nvfp4_4over6_weights")
+def _nvfp4_4over6_weights() -> Recipe:
+    return _nvfp4("nvfp4_4over6_weights", four_over_six="weights")
+
+
+@register("nvfp4_4over6_activations")
+def _nvfp4_4over6_activations() -> Recipe:
+    return _nvfp4("nvfp4_4over6_activations", rht=False, four_over_six="activations")
+
+
+@register("nvfp4_row_scaled")
+def _nvfp4_row_scaled() -> Recipe:
+    return _nvfp4("nvfp4_row_scaled", row_scaled=True)
 
 
 @register("mxfp4")

@@ -44,7 +44,7 @@ def _fused(
     if s.family == Family.MX:
         vals = mx.fake_tiles(t, s, noise)
     elif s.family == Family.NVFP4:
-        vals = nvfp4.fake_tiles(t, scale_amax(xw, s.nonfinite), s, noise)
+        vals = nvfp4.fake_tiles(t, nvfp4.tensor_amax(xw, s), s, noise)
     else:
         if scale is None:
             scale = fp8.scale_from_amax(scale_amax(t, s.nonfinite, dim=-1), s)

@@ -20,13 +20,20 @@ the tensor amax is that of the finite values, the Inf's block scale clamps to 44
 to +-6, so it dequantizes to +-(finite tensor amax) and no other block changes.
 
 `min_block_scale` > 0 reproduces torchao's lower clamp of the block scale (2^-6), which TE does not have.
+
+Two options of TE 2.15+ (same reference file): ``row_scaled`` takes one amax per row of the working
+layout instead of one per tensor (`tensor_amax`; every formula above then uses the row's amax), and
+``four_over_six`` picks each block's scale from two candidates (`tenfold.formats.four_over_six`), with 448
+replaced by the scheme's `four_over_six_e4m3_max` (default 256) in g_enc and in the decode scale.
 """
 
 from __future__ import annotations
 
 import torch
 
+from tenfold.formats import four_over_six
 from tenfold.formats.codes import decode, encode, pack_fp4, unpack_fp4
+from tenfold.formats.e8m0 import scale_amax
 from tenfold.formats.elements import E4M3
 from tenfold.formats.rounding import round_to_grid, round_to_grid_fast
 from tenfold.formats.scheme import Scheme
@@ -35,8 +42,20 @@ FP4_MAX = 6.0
 FLT_MAX = torch.finfo(torch.float32).max
 
 
-def global_encode_scale(amax: torch.Tensor) -> torch.Tensor:
-    g = torch.clamp(torch.tensor(E4M3.max * FP4_MAX) / amax, max=FLT_MAX)
+def global_e4m3_max(s: Scheme) -> float:
+    """The E4M3 bound of the global scale: 448, or 256 for 4over6 (TE `nvfp4_4over6_e4m3_use_256`)."""
+    return float(s.four_over_six_e4m3_max) if s.four_over_six else E4M3.max
+
+
+def tensor_amax(xw: torch.Tensor, s: Scheme) -> torch.Tensor:
+    """The fp32 amax behind the second-level scale: 0-d per tensor, (..., 1) per working-layout row."""
+    if s.row_scaled:
+        return scale_amax(xw, s.nonfinite, dim=-1, keepdim=True)
+    return scale_amax(xw, s.nonfinite)
+
+
+def global_encode_scale(amax: torch.Tensor, bound: float = E4M3.max) -> torch.Tensor:
+    g = torch.clamp(torch.tensor(bound * FP4_MAX) / amax, max=FLT_MAX)
     return torch.where(g == 0, torch.ones_like(g), g)
 
 
@@ -56,7 +75,10 @@ def scaled_tiles(
     """Tiles (..., nblocks, 16 or 256) -> (on-grid E2M1 values, E4M3 block scales (..., nblocks)).
 
     `fast` rounds with `round_to_grid_fast` (bit-identical, friendlier to compilers)."""
-    g_enc = global_encode_scale(amax_tensor)
+    bound = global_e4m3_max(s)
+    g_enc = global_encode_scale(amax_tensor, bound)
+    if s.four_over_six:
+        return four_over_six.scaled_tiles(t, amax_tensor, g_enc, s, bound, fast)
     g_dec = torch.tensor(1.0) / g_enc
     s_blk = block_scales(t.abs().amax(dim=-1), g_enc, s)
     enc = torch.clamp(torch.tensor(1.0) / (s_blk.to(torch.float32) * g_dec), max=FLT_MAX)
@@ -81,17 +103,20 @@ def fake_tiles(
     Under torch.compile it rounds with the compare-based `round_to_grid_fast`, which vectorises; eagerly,
     the bit-cast `round_to_grid` takes fewer kernel launches. Both give the same bits."""
     q, s_blk = scaled_tiles(t, amax_tensor, s, noise, fast=torch.compiler.is_compiling())
-    return q * s_blk.to(torch.float32).unsqueeze(-1) * decode_scale(amax_tensor)
+    d = decode_scale(amax_tensor, global_e4m3_max(s)).unsqueeze(-1)
+    return q * s_blk.to(torch.float32).unsqueeze(-1) * d
 
 
-def decode_scale(amax_tensor: torch.Tensor) -> torch.Tensor:
-    return amax_tensor / (E4M3.max * FP4_MAX)
+def decode_scale(amax_tensor: torch.Tensor, bound: float = E4M3.max) -> torch.Tensor:
+    """The second-level decode scale amax / (bound * 6), the GEMM's alpha per operand (TE `qgemm`)."""
+    return amax_tensor / (bound * FP4_MAX)
 
 
 def dequantize_tiles(
     codes: torch.Tensor, s_blk: torch.Tensor, amax_tensor: torch.Tensor, s: Scheme
 ) -> torch.Tensor:
-    return decode(codes, s.element) * s_blk.to(torch.float32).unsqueeze(-1) * decode_scale(amax_tensor)
+    d = decode_scale(amax_tensor, global_e4m3_max(s)).unsqueeze(-1)
+    return decode(codes, s.element) * s_blk.to(torch.float32).unsqueeze(-1) * d
 
 
 def store(codes_working: torch.Tensor) -> torch.Tensor:

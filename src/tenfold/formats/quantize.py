@@ -82,7 +82,7 @@ def quantize(
         codes, scale_codes = mx.quantize_tiles(t, s, noise)
         codes, scales = mx.store(codes.reshape(xw.shape), scale_codes, s)
     elif s.family == Family.NVFP4:
-        amax = scale_amax(xw, s.nonfinite)
+        amax = nvfp4.tensor_amax(xw, s)
         codes, scales = nvfp4.quantize_tiles(t, amax, s, noise)
         codes = nvfp4.store(_untile_codes(codes, s, xw.shape))
     else:

@@ -31,6 +31,8 @@ from tenfold.formats.rounding import Rounding
 # (`get_wgrad_sign_vector` in transformer_engine/pytorch/custom_recipes/reference_nvfp4.py).
 TE_HADAMARD_SIGNS: tuple[int, ...] = (1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1)
 HADAMARD_SIZE = 16
+# block error measures of NVFP4 "Four Over Six" (TE `nvfp4_4over6_err_mode`: MAE | MSE)
+FOUR_OVER_SIX_ERRORS: tuple[str, ...] = ("mae", "mse")
 
 
 class Family(StrEnum):
@@ -71,6 +73,15 @@ class Scheme:
         margin: FP8 families: scale = (fmax / amax) / 2^margin (TE DelayedScaling.margin).
         amax_epsilon: FP8 families: amax is raised to at least this before computing the scale.
         min_block_scale: NVFP4: lower clamp of the E4M3 block scale (0 = TE; 2^-6 = torchao).
+        four_over_six: NVFP4: "Four Over Six" block scaling (Cook et al., arXiv 2512.02010,
+            https://arxiv.org/abs/2512.02010; TE 2.15+ `nvfp4_4over6`): each block is quantized with its max
+            mapped to 6 and to 4, and the candidate with the lower error is kept; the error is "mae" or
+            "mse" (TE `nvfp4_4over6_err_mode`); None = plain NVFP4. See `tenfold.formats.four_over_six`.
+        four_over_six_e4m3_max: the E4M3 bound in the 4over6 global scale, 256 (TE default,
+            `nvfp4_4over6_e4m3_use_256`: headroom for the map-to-4 block scale, 1.5x the map-to-6 one)
+            or 448.
+        row_scaled: NVFP4 1x16: one fp32 amax (second-level scale) per row of the working layout
+            (the whole blocked axis) instead of one per tensor (TE 2.15+ `row_scaled_activation`).
     """
 
     name: str
@@ -89,6 +100,9 @@ class Scheme:
     margin: int = 0
     amax_epsilon: float = 0.0
     min_block_scale: float = 0.0
+    four_over_six: str | None = None
+    four_over_six_e4m3_max: int = 256
+    row_scaled: bool = False
 
     def __post_init__(self) -> None:
         for fld, enum in (
@@ -125,6 +139,37 @@ class Scheme:
             raise ValueError(f"{self.name}: margin, amax_epsilon and min_block_scale must be >= 0")
         if self.scaling == Scaling.DELAYED and self.family != Family.TENSOR:
             raise ValueError(f"{self.name}: delayed scaling applies to per-tensor FP8 schemes only")
+        self._check_nvfp4_options()
+
+    def _check_nvfp4_options(self) -> None:
+        """4over6 and row scaling: NVFP4 only, with the restrictions TE's quantizers enforce
+        (transformer_engine/pytorch/quantization.py and custom_recipes/reference_nvfp4.py, TE 2.15+)."""
+        if self.four_over_six is not None:
+            if self.four_over_six not in FOUR_OVER_SIX_ERRORS:
+                raise ValueError(
+                    f"{self.name}: four_over_six={self.four_over_six!r} is not one of: None, "
+                    + ", ".join(FOUR_OVER_SIX_ERRORS)
+                )
+            if self.family != Family.NVFP4:
+                raise ValueError(f"{self.name}: four_over_six applies to NVFP4 schemes only")
+            if self.rounding == Rounding.STOCHASTIC:
+                raise ValueError(
+                    f"{self.name}: four_over_six does not combine with stochastic rounding "
+                    "(TE raises too: 4over6 is for weights and activations, never gradients)"
+                )
+            if self.hadamard:
+                raise ValueError(
+                    f"{self.name}: four_over_six does not combine with the Hadamard transform "
+                    "(TE 4over6 does not support RHT)"
+                )
+            if self.min_block_scale:
+                raise ValueError(f"{self.name}: four_over_six does not combine with min_block_scale")
+        if self.four_over_six_e4m3_max not in (256, 448):
+            raise ValueError(
+                f"{self.name}: four_over_six_e4m3_max={self.four_over_six_e4m3_max!r} is not one of: 256, 448"
+            )
+        if self.row_scaled and (self.family != Family.NVFP4 or self.is_2d):
+            raise ValueError(f"{self.name}: row_scaled applies to 1x16 NVFP4 schemes only (as in TE)")
 
     @property
     def is_2d(self) -> bool:
