@@ -19,7 +19,7 @@ from tenfold.cli.output import check_memory, check_writable_dir
 # planning commands; the help therefore names the recipes and sizes itself (a test keeps it in sync).
 RECIPE_HELP = (
     "recipe: bf16, fp8_delayed, fp8_current, fp8_rowwise, fp8_block, mxfp8, mxfp8_floor, nvfp4, "
-    "nvfp4_no_rht, nvfp4_no_sr, nvfp4_no_2d, nvfp4_no_hp_layers, mxfp4"
+    "nvfp4_no_rht, nvfp4_no_sr, nvfp4_no_2d, nvfp4_no_hp_layers, mxfp4, mxfp8_2d"
 )
 SIZE_HELP = "model size: tiny, small, base"
 PLOT_NAME = "loss.html"  # loss curves, the runs table and the telemetry heat-map (tenfold.report.runs)
