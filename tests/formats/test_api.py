@@ -12,6 +12,7 @@ from .helpers import same_values
 EXPECTED_NAMES = (
     "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8", "nvfp4", "nvfp4_2d",
     "fp8_e4m3_tensor", "fp8_e5m2_tensor", "fp8_e4m3_row", "fp8_e4m3_block1x128", "fp8_e4m3_block128x128",
+    "mxfp8_e4m3_2d",
 )  # fmt: skip
 
 STORAGE = {
@@ -28,6 +29,7 @@ STORAGE = {
     "fp8_e4m3_row": (torch.float8_e4m3fn, torch.float32),
     "fp8_e4m3_block1x128": (torch.float8_e4m3fn, torch.float32),
     "fp8_e4m3_block128x128": (torch.float8_e4m3fn, torch.float32),
+    "mxfp8_e4m3_2d": (torch.float8_e4m3fn, torch.float8_e8m0fnu),
 }
 
 
@@ -50,12 +52,13 @@ def test_round_trip_storage_shape_and_dtype(name, dtype):
     assert q.dequantize(torch.float32).dtype == torch.float32
 
 
-def test_fp4_is_packed_two_per_byte_and_fp6_one_per_byte():
+def test_fp4_is_packed_two_per_byte_and_fp6_four_per_three_bytes():
     x = torch.randn(8, 64)
     assert quantize(x, scheme("mxfp4")).codes.shape == (8, 32)
     assert quantize(x, scheme("nvfp4")).codes.shape == (8, 32)
-    assert quantize(x, scheme("mxfp6_e2m3")).codes.shape == (8, 64)
-    assert int(quantize(x, scheme("mxfp6_e2m3")).codes.max()) < 64
+    q6 = quantize(x, scheme("mxfp6_e2m3"))
+    assert q6.codes.shape == (8, 48) and q6.codes.dtype == torch.uint8
+    assert q6.element_codes().shape == (8, 64) and int(q6.element_codes().max()) < 64
 
 
 def test_axis_option_blocks_along_the_chosen_axis():
@@ -124,6 +127,7 @@ def test_bits_per_element():
     assert scheme("mxfp4").bits_per_element() == 4.25
     assert scheme("mxfp8_e4m3").bits_per_element() == 8.25
     assert scheme("mxfp6_e2m3").bits_per_element() == 6.25
+    assert scheme("mxfp8_e4m3_2d").bits_per_element() == 8 + 8 / 1024
 
 
 def test_inputs_with_grad_are_not_tracked():
@@ -132,11 +136,14 @@ def test_inputs_with_grad_are_not_tracked():
     assert not y.requires_grad
 
 
-@pytest.mark.parametrize("name", ["mxint8", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "nvfp4"])
+PACKED = ["mxint8", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "nvfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3_2d"]
+
+
+@pytest.mark.parametrize("name", PACKED)
 def test_bits_per_element_match_the_stored_bytes(name):
-    """Element widths of 4 and 8 bits are stored packed: the count must equal what quantize() stores
+    """Element widths of 4, 6 and 8 bits are stored packed: the count must equal what quantize() stores
     (MX INT8 is a two's-complement byte: 8.25 bits with its E8M0 scale, not 7.25)."""
     s = scheme(name)
-    q = quantize(torch.randn(4, 256), s)
+    q = quantize(torch.randn(64, 256), s)
     tensor_scale_bytes = 4 if q.amax is not None else 0
     assert s.bits_per_element() == (q.nbytes - tensor_scale_bytes) * 8 / q.numel

@@ -20,7 +20,8 @@ from tenfold.cli.output import check_memory, check_writable_dir
 RECIPE_HELP = (
     "recipe: bf16, fp8_delayed, fp8_current, fp8_rowwise, fp8_block, mxfp8, mxfp8_floor, nvfp4, "
     "nvfp4_no_rht, nvfp4_no_sr, nvfp4_no_2d, nvfp4_no_hp_layers, nvfp4_4over6, nvfp4_4over6_weights, "
-    "nvfp4_4over6_activations, nvfp4_row_scaled, mxfp4"
+    "nvfp4_4over6_activations, nvfp4_row_scaled, mxfp4, "
+    "mxfp8_2d"
 )
 SIZE_HELP = "model size: tiny, small, base"
 PLOT_NAME = "loss.html"  # loss curves, the runs table and the telemetry heat-map (tenfold.report.runs)

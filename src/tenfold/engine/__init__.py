@@ -24,7 +24,7 @@ from tenfold.engine.linear import QuantConv1D, QuantLinear
 from tenfold.engine.ptq.metrics import EmbeddingAgreement, embedding_agreement, spearman
 from tenfold.engine.ptq.quantize import PTQ_SCHEMES, InferenceLinear, quantize_for_inference
 from tenfold.engine.ptq.report import KeptModule, PTQLayer, PTQReport
-from tenfold.engine.recipes import RECIPE_NAMES, GemmQuant, Recipe, recipe, register
+from tenfold.engine.recipes import BACKWARD_OVERRIDES, RECIPE_NAMES, GemmQuant, Recipe, recipe, register
 from tenfold.engine.scaling import quantized_layers, reduce_amax, update_scaling
 from tenfold.engine.telemetry.recorder import Recorder
 from tenfold.engine.telemetry.records import TelemetryConfig
@@ -33,6 +33,7 @@ BACKENDS = GEMM_BACKENDS  # the name this tuple had before GEMM_BACKENDS; kept f
 
 __all__ = [
     "BACKENDS",
+    "BACKWARD_OVERRIDES",
     "GEMM_BACKENDS",
     "PTQ_SCHEMES",
     "RECIPE_NAMES",

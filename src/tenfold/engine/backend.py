@@ -50,19 +50,19 @@ def native_obstacle(recipe: Recipe, device: torch.device, in_features: int, out_
         return f"no native low-precision GEMMs on {device.type}"
     cap = _capability(device)
     for g in GEMMS:
-        gq = getattr(recipe, g)
-        if gq.a is None and gq.b is None:
+        sa, sb = recipe.operand(g, "a"), recipe.operand(g, "b")  # after backward_override
+        if sa is None and sb is None:
             continue
-        if gq.a is None or gq.b is None:
+        if sa is None or sb is None:
             return f"{g} quantizes only one operand; native GEMMs need both in low precision"
-        why = native.unsupported_reason(gq.a, gq.b, cap)
+        why = native.unsupported_reason(sa, sb, cap)
         if why is not None:
             return f"{g}: {why}"
         # the reduction dims of fprop (in) and dgrad (out) must fit the hardware blocks; wgrad (tokens) is
         # padded per call
         k = in_features if g == "fprop" else out_features if g == "dgrad" else None
         if k is not None and cap is not None:
-            need = 32 if gq.a.family == Family.MX else 16
+            need = 32 if sa.family == Family.MX else 16
             if k % need:
                 return f"{g}: reduction dim {k} is not a multiple of {need}"
     return None

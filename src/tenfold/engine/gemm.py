@@ -42,6 +42,8 @@ class GemmPlan:
         fprop_a, fprop_b, dgrad_a, dgrad_b, wgrad_a, wgrad_b: operand schemes (None = high precision).
         quant_backend: how operands are fake-quantized: auto | eager | compiled | reference.
         native: multiply codes with torch._scaled_mm instead of fp32 matmuls of dequantized values.
+        backward_override: the recipe's (`Recipe.backward_override`); with "dequantized" the backward GEMMs
+            multiply the fprop-quantized x and W (saved in forward) and the unquantized dy.
     """
 
     fprop_a: Scheme | None
@@ -52,14 +54,19 @@ class GemmPlan:
     wgrad_b: Scheme | None
     quant_backend: str = "auto"
     native: bool = False
+    backward_override: str | None = None
+
+    @property
+    def dequantized_backward(self) -> bool:
+        return self.backward_override == "dequantized"
 
     @property
     def reuse_w(self) -> bool:
-        return _reusable(self.fprop_b, self.dgrad_b)
+        return self.dequantized_backward or _reusable(self.fprop_b, self.dgrad_b)
 
     @property
     def reuse_x(self) -> bool:
-        return _reusable(self.fprop_a, self.wgrad_b)
+        return self.dequantized_backward or _reusable(self.fprop_a, self.wgrad_b)
 
     @property
     def reuse_dy(self) -> bool:
@@ -140,6 +147,9 @@ class QuantizedLinearFunction(torch.autograd.Function):
         if plan.native and plan.fprop_a is not None and plan.fprop_b is not None:
             out2.copy_(native.scaled_mm(x, plan.fprop_a, weight, plan.fprop_b, scales, ("x", "w"), offset))
             xq = wq = None
+            if plan.dequantized_backward:  # backward multiplies the fprop operands' values
+                xq = _q(x, plan.fprop_a, 1, scales, "x", offset, be)
+                wq = _q(weight, plan.fprop_b, 1, scales, "w", offset, be)
         else:
             xq = _q(x, plan.fprop_a, 1, scales, "x", offset, be)
             wq = _q(weight, plan.fprop_b, 1, scales, "w", offset, be)
@@ -216,6 +226,8 @@ def quantized_linear_reference(
         o.slot: _q(tensors[o.tensor], getattr(plan, o.slot), o.axis, scales, o.tensor, off, "reference")
         for o in OPERANDS
     }
+    if plan.dequantized_backward:  # the backward GEMMs take x and W as fprop quantized them
+        q["dgrad_b"], q["wgrad_b"] = q["fprop_b"], q["fprop_a"]
     out = torch.mm(q["fprop_a"], q["fprop_b"].t())
     dx = torch.mm(q["dgrad_a"], q["dgrad_b"])
     dw = torch.mm(q["wgrad_a"].t(), q["wgrad_b"])

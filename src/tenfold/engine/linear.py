@@ -180,6 +180,7 @@ class QuantLinear(nn.Module):
             **schemes,
             quant_backend=self.quant_backend,
             native=self.backend_choice.backend == "native",
+            backward_override=self.recipe.backward_override,
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

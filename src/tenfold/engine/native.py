@@ -143,15 +143,15 @@ def scaled_mm(
     from torch.nn.functional import ScalingType, SwizzleType
 
     if kind == "mx":
-        ca, cb = _mx_codes(qa), _mx_codes(qb)
+        ca, cb = _mx_codes(qa, m), _mx_codes(qb, n)
         mp, np_ = _ceil_to(m, ALIGN), _ceil_to(n, ALIGN)
         ca, cb = _pad_rows(ca, mp), _pad_rows(cb, np_)
         out = F.scaled_mm(
             ca,
             cb.t(),
-            swizzle_scales(qa.scales.reshape(m, -1)),
+            swizzle_scales(mx_row_scales(qa, m)),
             ScalingType.BlockWise1x32,
-            swizzle_scales(qb.scales.reshape(n, -1)),
+            swizzle_scales(mx_row_scales(qb, n)),
             ScalingType.BlockWise1x32,
             swizzle_a=SwizzleType.SWIZZLE_32_4_4,
             swizzle_b=SwizzleType.SWIZZLE_32_4_4,
@@ -187,11 +187,23 @@ def _pad_cols(t: torch.Tensor, cols: int) -> torch.Tensor:
     return p.view(t.dtype)
 
 
-def _mx_codes(q: QuantizedTensor) -> torch.Tensor:
-    """MX element codes as the dtype `scaled_mm` takes (FP8 as is, FP4 packed pairs)."""
+def _mx_codes(q: QuantizedTensor, rows: int) -> torch.Tensor:
+    """MX element codes of the first `rows` rows as the dtype `scaled_mm` takes (FP8 as is, FP4 packed
+    pairs); 32x32-block codes are padded to whole tiles along the rows too."""
+    codes = q.codes[:rows]
     if q.scheme.element == E2M1:
-        return q.codes.view(torch.float4_e2m1fn_x2)
-    return q.codes
+        return codes.view(torch.float4_e2m1fn_x2)
+    return codes
+
+
+def mx_row_scales(q: QuantizedTensor, rows: int) -> torch.Tensor:
+    """E8M0 scales (rows, K/32) of a 1x32-scaled GEMM operand; 32x32 tile scales are repeated over their 32
+    rows, which reproduces them exactly (TE hands 2-D MXFP8 weights to cuBLAS this way, as rowwise
+    scales: NVIDIA/TransformerEngine pull request 2634)."""
+    sc = q.scales
+    if q.scheme.is_2d:
+        sc = sc.view(torch.uint8).repeat_interleave(q.scheme.block[0], dim=0)[:rows].view(sc.dtype)
+    return sc.reshape(rows, -1).contiguous()
 
 
 def _nvfp4_operand(q: QuantizedTensor, rows: int) -> tuple[torch.Tensor, torch.Tensor]:

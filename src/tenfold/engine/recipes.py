@@ -18,6 +18,9 @@ from typing import Any
 from tenfold.engine.operands import GEMMS, OPERANDS, SIDES, TENSORS
 from tenfold.formats import AmaxAlgo, Scaling, Scheme, scheme
 
+# Recipe.backward_override values besides None (TE recipe field `backward_override`)
+BACKWARD_OVERRIDES = ("high_precision", "dequantized")
+
 
 @dataclass(frozen=True, kw_only=True)
 class GemmQuant:
@@ -71,6 +74,11 @@ class Recipe:
         hp_tail: fraction of transformer blocks, counted from the last, whose linears stay high precision:
             ceil(hp_tail * n_blocks) blocks (NVFP4 recipe; see `nvfp4`).
         seed: base seed of the per-module stochastic-rounding streams.
+        backward_override: None: dgrad and wgrad quantize as their GemmQuant says; "high_precision": both
+            backward GEMMs multiply the original x, W and dy; "dequantized": they multiply x and W as the
+            fprop GEMM quantized them (its dequantized values, along the fprop axis) and the original dy.
+            Transformer Engine's recipe field of that name (NVIDIA/TransformerEngine pull requests 2644
+            and 3141). It applies to any recipe; `operand` returns the resolved backward operands.
     """
 
     name: str
@@ -84,6 +92,7 @@ class Recipe:
     reduce_amax: bool = True
     hp_tail: float = 0.0
     seed: int = 0
+    backward_override: str | None = None
 
     def __post_init__(self) -> None:
         for g in GEMMS:
@@ -103,6 +112,18 @@ class Recipe:
             raise ValueError(f"{self.name}: hp_tail must be in [0, 1], got {self.hp_tail}")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"{self.name}: seed must be a non-negative int, got {self.seed!r}")
+        if self.backward_override is not None and self.backward_override not in BACKWARD_OVERRIDES:
+            raise ValueError(
+                f"{self.name}: backward_override={self.backward_override!r} is not one of: "
+                f"None, {', '.join(BACKWARD_OVERRIDES)}"
+            )
+        if self.backward_override == "dequantized" and any(
+            s is not None and s.hadamard for s in (self.fprop.a, self.fprop.b)
+        ):
+            raise ValueError(
+                f"{self.name}: backward_override='dequantized' reuses the fprop operands, which must not be "
+                "Hadamard-rotated (the rotation cancels only inside the fprop GEMM)"
+            )
         for t in TENSORS:
             uses = [s for s in self.schemes_of(t) if s is not None]
             delayed = [s for s in uses if s.scaling == Scaling.DELAYED]
@@ -114,6 +135,10 @@ class Recipe:
                 )
 
     def operand(self, gemm: str, side: str) -> Scheme | None:
+        """The scheme that quantizes one operand, after `backward_override` (which leaves the backward
+        GEMMs no scheme of their own: high precision, or the fprop operands' values for "dequantized")."""
+        if self.backward_override is not None and gemm != "fprop":
+            return None
         return getattr(getattr(self, gemm), side)
 
     def schemes_of(self, tensor: str) -> list[Scheme | None]:
@@ -123,7 +148,7 @@ class Recipe:
     @property
     def quantizes(self) -> bool:
         """False for a high-precision recipe (nothing to convert)."""
-        return any(getattr(self, g).quantized for g in GEMMS)
+        return any(self.operand(o.gemm, o.side) is not None for o in OPERANDS)
 
     def delayed_tensors(self) -> tuple[str, ...]:
         """Tensors (x, w, dy) whose scale comes from an amax history."""
@@ -155,11 +180,18 @@ class Recipe:
             opts += ["row-scaled"] if s.row_scaled else []
             return s.name + (f" ({', '.join(opts)})" if opts else "")
 
+        def shown(gemm: str, side: str) -> str:
+            if self.backward_override == "dequantized" and gemm != "fprop" and side == "b":
+                w = gemm == "dgrad"  # dgrad's b is W, wgrad's b is x
+                return f"fprop-quantized {'W' if w else 'x'}: " + one(self.fprop.b if w else self.fprop.a)
+            return one(self.operand(gemm, side))
+
         return {
             "name": self.name,
             "description": self.description,
-            **{g: {"a": one(self.operand(g, "a")), "b": one(self.operand(g, "b"))} for g in GEMMS},
+            **{g: {"a": shown(g, "a"), "b": shown(g, "b")} for g in GEMMS},
             "hp_tail": self.hp_tail,
+            "backward_override": self.backward_override,
         }
 
 
@@ -382,6 +414,22 @@ def _nvfp4_row_scaled() -> Recipe:
 def _mxfp4() -> Recipe:
     """Naive MXFP4: MX E2M1 everywhere, OCP FLOOR scales, round-to-nearest, no transform, no HP layers."""
     return same_everywhere(scheme("mxfp4"), "naive MXFP4: E2M1 everywhere, FLOOR scales", "mxfp4")
+
+
+@register("mxfp8_2d")
+def _mxfp8_2d() -> Recipe:
+    """`mxfp8` with one E8M0 scale per 32x32 weight tile, so W (fprop) and Wᵀ (dgrad) share codes: TE v2.19
+    `MXFP8BlockScaling(enable_2d_quantization=True)` (NVIDIA/TransformerEngine pull request 2634; only the
+    weight quantizer turns 2-D, inputs and gradients keep 1x32 blocks)."""
+    act = scheme("mxfp8_e4m3", scale_mode="rceil")
+    w = scheme("mxfp8_e4m3_2d", scale_mode="rceil")
+    return Recipe(
+        name="mxfp8_2d",
+        description="MXFP8 E4M3, RCEIL scales, 32x32 weight blocks (TE enable_2d_quantization)",
+        fprop=GemmQuant(a=act, b=w),
+        dgrad=GemmQuant(a=act, b=w),
+        wgrad=GemmQuant(a=act, b=act),
+    )
 
 
 RECIPE_NAMES: tuple[str, ...] = tuple(_RECIPES)

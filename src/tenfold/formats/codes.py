@@ -1,8 +1,14 @@
-"""Bit codes of element formats: encode on-grid fp32 values, decode codes, pack FP4 two per byte.
+"""Bit codes of element formats: encode on-grid fp32 values, decode codes, pack FP4 and FP6 densely.
 
-Storage follows the issue's contract: FP8 elements live in torch's own float8 dtypes, FP6 in one byte per
-element (the 6 low bits), FP4 packed two per byte (even element in the low nibble, as torchao's
-`pack_uint4` and TE's reference do), MX INT8 as int8 two's complement.
+Storage follows the issue's contract: FP8 elements live in torch's own float8 dtypes, FP4 packed two per
+byte (even element in the low nibble, as torchao's `pack_uint4` and TE's reference do), FP6 packed four
+per three bytes (`pack_fp6`), MX INT8 as int8 two's complement.
+
+FP6 bit order (our choice; the OCP MX v1.0 spec defines the element encodings and the block of one scale
+and k elements, and we found no rule in it for packing elements into bytes): each group of four elements
+e0..e3 along the last axis is the 24-bit little-endian word w = e0 | e1 << 6 | e2 << 12 | e3 << 18, stored
+as bytes (w & 0xFF, (w >> 8) & 0xFF, w >> 16). Element i occupies bits 6i..6i+5 of the group's bit
+stream, least significant first: the FP4 rule (first element in the low bits) carried over to 6 bits.
 
 NaN in a format without NaN (FP6, FP4) encodes as negative zero, as ml_dtypes does; block schemes carry
 NaN in their scale instead, so the element code of a NaN block does not matter.
@@ -78,3 +84,28 @@ def unpack_fp4(packed: torch.Tensor) -> torch.Tensor:
     lo = packed & 0x0F
     hi = packed >> 4
     return torch.stack([lo, hi], dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
+
+
+def pack_fp6(codes: torch.Tensor) -> torch.Tensor:
+    """Pack 6-bit codes along the last axis (a multiple of 4) four per three bytes (see module docstring)."""
+    if codes.shape[-1] % 4:
+        raise ValueError(f"FP6 packing needs a last dimension divisible by 4, got shape {tuple(codes.shape)}")
+    c = codes.to(torch.uint8) & 0x3F
+    e0, e1, e2, e3 = c[..., 0::4], c[..., 1::4], c[..., 2::4], c[..., 3::4]
+    b0 = e0 | (e1 << 6)  # e0 bits 0-5, low 2 bits of e1 (uint8 arithmetic drops the overflow)
+    b1 = (e1 >> 2) | (e2 << 4)  # high 4 bits of e1, low 4 bits of e2
+    b2 = (e2 >> 4) | (e3 << 2)  # high 2 bits of e2, e3
+    return torch.stack([b0, b1, b2], dim=-1).reshape(*c.shape[:-1], c.shape[-1] // 4 * 3)
+
+
+def unpack_fp6(packed: torch.Tensor) -> torch.Tensor:
+    """Inverse of `pack_fp6`: uint8 codes, last axis (a multiple of 3) times 4/3."""
+    if packed.shape[-1] % 3:
+        shape = tuple(packed.shape)
+        raise ValueError(f"FP6 unpacking needs a last dimension divisible by 3, got shape {shape}")
+    b0, b1, b2 = packed[..., 0::3], packed[..., 1::3], packed[..., 2::3]
+    e0 = b0 & 0x3F
+    e1 = (b0 >> 6) | ((b1 & 0x0F) << 2)
+    e2 = (b1 >> 4) | ((b2 & 0x03) << 4)
+    e3 = b2 >> 2
+    return torch.stack([e0, e1, e2, e3], dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] // 3 * 4)

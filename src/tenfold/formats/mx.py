@@ -1,4 +1,4 @@
-"""OCP MX v1.0 block quantization (plain reference): 1x32 blocks, E8M0 shared scale.
+"""OCP MX v1.0 block quantization (plain reference): 1x32 (or 32x32) blocks, E8M0 shared scale.
 
 shared scale X = 2^e with e from the block amax (`tenfold.formats.e8m0`); element P_i = round(V_i / X)
 saturated to the element max (OCP MX v1.0 spec §6.3,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from tenfold.formats.codes import decode, encode, pack_fp4, unpack_fp4
+from tenfold.formats.codes import decode, encode, pack_fp4, pack_fp6, unpack_fp4, unpack_fp6
 from tenfold.formats.e8m0 import decode_e8m0, quantization_reciprocal, select_exponent
 from tenfold.formats.rounding import round_to_grid, round_to_grid_fast
 from tenfold.formats.scheme import Scheme
@@ -53,9 +53,11 @@ def dequantize_tiles(codes: torch.Tensor, scale_codes: torch.Tensor, s: Scheme) 
 
 
 def store(codes: torch.Tensor, scale_codes: torch.Tensor, s: Scheme) -> tuple[torch.Tensor, torch.Tensor]:
-    """Storage form: FP4 packed two per byte, scales as torch.float8_e8m0fnu."""
+    """Storage form: FP4 packed two per byte, FP6 four per three bytes, scales as torch.float8_e8m0fnu."""
     if s.element.bits == 4:
         codes = pack_fp4(codes)
+    elif s.element.bits == 6:
+        codes = pack_fp6(codes)
     elif s.element.torch_dtype is not None:
         codes = codes.view(s.element.torch_dtype)
     return codes, scale_codes.view(torch.float8_e8m0fnu)
@@ -64,6 +66,8 @@ def store(codes: torch.Tensor, scale_codes: torch.Tensor, s: Scheme) -> tuple[to
 def load(codes: torch.Tensor, scales: torch.Tensor, s: Scheme) -> tuple[torch.Tensor, torch.Tensor]:
     if s.element.bits == 4:
         codes = unpack_fp4(codes)
+    elif s.element.bits == 6:
+        codes = unpack_fp6(codes)
     elif s.element.torch_dtype is not None:
         codes = codes.view(torch.uint8)
     return codes, scales.view(torch.uint8)

@@ -80,7 +80,7 @@ def quantize(
     amax = None
     if s.family == Family.MX:
         codes, scale_codes = mx.quantize_tiles(t, s, noise)
-        codes, scales = mx.store(codes.reshape(xw.shape), scale_codes, s)
+        codes, scales = mx.store(untile(codes, s, tuple(xw.shape)), scale_codes, s)
     elif s.family == Family.NVFP4:
         amax = nvfp4.tensor_amax(xw, s)
         codes, scales = nvfp4.quantize_tiles(t, amax, s, noise)

@@ -7,7 +7,9 @@ names are a public contract (see `SCHEME_NAMES`).
 Families:
 
 * ``mx``: OCP MX v1.0 (https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf),
-  1x32 blocks along `axis`, E8M0 scale (mxfp8_e4m3, mxfp8_e5m2, mxfp6_*, mxfp4, mxint8).
+  1x32 blocks along `axis`, E8M0 scale (mxfp8_e4m3, mxfp8_e5m2, mxfp6_*, mxfp4, mxint8); mxfp8_e4m3_2d has
+  one E8M0 scale per 32x32 tile of the last two dims, so a matrix and its transpose share codes (Transformer
+  Engine v2.19 `MXFP8BlockScaling(enable_2d_quantization=True)`, NVIDIA/TransformerEngine pull request 2634).
 * ``nvfp4``: E2M1 elements, E4M3 scale per 1x16 (or 16x16) block, fp32 per-tensor scale; the algorithm of
   Transformer Engine's transformer_engine/pytorch/custom_recipes/reference_nvfp4.py (commit d0067d0).
 * ``tensor``: FP8 with one fp32 scale; current scaling or delayed scaling from an amax history.
@@ -229,6 +231,7 @@ _register("fp8_e5m2_tensor", family=Family.TENSOR, element=E5M2, block=(0, 0))
 _register("fp8_e4m3_row", family=Family.ROW, element=E4M3, block=(1, 0), pow2_scales=True)
 _register("fp8_e4m3_block1x128", family=Family.BLOCK, element=E4M3, block=(1, 128), pow2_scales=True)
 _register("fp8_e4m3_block128x128", family=Family.BLOCK, element=E4M3, block=(128, 128), pow2_scales=True)
+_register("mxfp8_e4m3_2d", family=Family.MX, element=E4M3, block=(32, 32))
 
 SCHEME_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 

@@ -18,14 +18,15 @@ class QuantizedTensor:
 
     Fields:
         codes: element codes in the working layout (blocked axis last, padded to whole blocks): torch
-            float8 for FP8 elements, uint8 (FP4 packed two per byte, FP6 one per byte), int8 for MX INT8.
+            float8 for FP8 elements, uint8 (FP4 packed two per byte, FP6 four per three bytes), int8 for
+            MX INT8.
         scales: one scale per tile: float8_e8m0fnu (MX), float8_e4m3fn (NVFP4), fp32 scale_inv (FP8);
             shaped like the tile grid (..., nblocks) or (..., rows/r, cols/c); a 0-d tensor per tensor.
         amax: NVFP4 only: the fp32 amax behind the second-level scale: 0-d per tensor, or (..., 1) with
             one per row of the working layout for row-scaled schemes.
         scheme: the scheme used.
         shape, dtype: the original tensor's shape and dtype (dequantize returns these by default).
-        working_shape: shape of the padded working layout (before FP4 packing).
+        working_shape: shape of the padded working layout (before FP4/FP6 packing).
     """
 
     codes: torch.Tensor
