@@ -176,6 +176,8 @@ class QuantLinear(nn.Module):
             **schemes,
             quant_backend=self.quant_backend,
             native=self.backend_choice.backend == "native",
+            accumulate=self.recipe.accumulate,
+            promote_interval=self.recipe.promote_interval,
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from tenfold.engine.accumulate import accumulator, check_promote_interval
 from tenfold.engine.operands import GEMMS, OPERANDS, SIDES, TENSORS
 from tenfold.formats import AmaxAlgo, Scaling, Scheme, scheme
 
@@ -71,6 +72,11 @@ class Recipe:
         hp_tail: fraction of transformer blocks, counted from the last, whose linears stay high precision:
             ceil(hp_tail * n_blocks) blocks (NVFP4 recipe; see `nvfp4`).
         seed: base seed of the per-module stochastic-rounding streams.
+        accumulate: the emulated GEMMs' accumulator, a name in `accumulate.ACCUMULATORS`: fp32 (exact
+            torch.mm) | hopper_fp8 (~14-bit truncating accumulator, DeepSeek-V3 §3.3.2). The native path
+            runs on real tensor cores and ignores it.
+        promote_interval: K elements between promotions of the narrow accumulator into an fp32 total
+            (128: DeepSeek-V3's N_C; 0 or None: never); a multiple of the model's k_step. Unused by fp32.
     """
 
     name: str
@@ -84,6 +90,8 @@ class Recipe:
     reduce_amax: bool = True
     hp_tail: float = 0.0
     seed: int = 0
+    accumulate: str = "fp32"
+    promote_interval: int | None = 128
 
     def __post_init__(self) -> None:
         for g in GEMMS:
@@ -103,6 +111,11 @@ class Recipe:
             raise ValueError(f"{self.name}: hp_tail must be in [0, 1], got {self.hp_tail}")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"{self.name}: seed must be a non-negative int, got {self.seed!r}")
+        try:
+            model = accumulator(self.accumulate)
+            object.__setattr__(self, "promote_interval", check_promote_interval(model, self.promote_interval))
+        except ValueError as e:
+            raise ValueError(f"{self.name}: {e}") from None
         for t in TENSORS:
             uses = [s for s in self.schemes_of(t) if s is not None]
             delayed = [s for s in uses if s.scaling == Scaling.DELAYED]
@@ -158,7 +171,16 @@ class Recipe:
             "description": self.description,
             **{g: {"a": one(self.operand(g, "a")), "b": one(self.operand(g, "b"))} for g in GEMMS},
             "hp_tail": self.hp_tail,
+            "accumulate": self.describe_accumulate(),
         }
+
+    def describe_accumulate(self) -> str:
+        """The accumulator in words, e.g. ``hopper_fp8 (promoted to fp32 every 128)``."""
+        if accumulator(self.accumulate).exact:
+            return self.accumulate
+        if not self.promote_interval:
+            return f"{self.accumulate} (never promoted)"
+        return f"{self.accumulate} (promoted to fp32 every {self.promote_interval})"
 
 
 _RECIPES: dict[str, Callable[[], Recipe]] = {}
