@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tenfold.engine import QuantLinear, quantized_linear_reference, recipe
+from tenfold.engine import QuantLinear, accumulate, quantized_linear_reference, recipe
 from tenfold.engine.accumulate import (
     ACCUMULATOR_NAMES,
     AccumulatorModel,
@@ -45,6 +45,16 @@ def test_vectorised_accumulation_is_bit_exact_to_the_loops(shape, model, promote
     assert same_values(got, want)
     out = torch.full((m, n), float("nan"))
     assert matmul(a, b, model, promote, out=out) is out and same_values(out, want)
+
+
+@pytest.mark.parametrize("budget", [1, 30, 45])
+def test_chunked_step_sums_give_the_same_bits(monkeypatch, budget):
+    """Large GEMMs hold the k-step sums a chunk at once (1, 2 or 3 of the 7 k-steps here): same result."""
+    a, b = fp8_grid(3, 200, 7), fp8_grid(5, 200, 8).t()
+    want = matmul(a, b, "hopper_fp8", 64)
+    monkeypatch.setattr(accumulate, "STEP_SUMS_BUDGET", budget)
+    assert same_values(matmul(a, b, "hopper_fp8", 64), want)
+    assert same_values(matmul(a, b, "hopper_fp8", 64), matmul_reference(a, b, "hopper_fp8", 64))
 
 
 def test_general_fp32_operands_match_the_loops_too():

@@ -46,6 +46,7 @@ import torch
 
 ROUNDINGS = ("toward_zero", "nearest_even")
 FP64_FRACTION_BITS = 52
+STEP_SUMS_BUDGET = 1 << 24  # fp64 k-step sums held at once (128 MiB): bounds memory for large GEMMs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,17 +156,20 @@ def matmul(
     b64 = torch.zeros((g * ks, n), dtype=torch.float64, device=b.device)
     a64[:, :k] = a
     b64[:k] = b
-    # (g, m, n): each k-step's exact sum, one batched matmul over the groups
-    steps = torch.bmm(a64.view(m, g, ks).transpose(0, 1), b64.view(g, ks, n))
+    a_steps, b_steps = a64.view(m, g, ks).transpose(0, 1), b64.view(g, ks, n)
     per_promo = p // ks if p else g
+    chunk = max(1, STEP_SUMS_BUDGET // max(m * n, 1))  # k-steps whose (m, n) sums are held at once
     acc = torch.zeros((m, n), dtype=torch.float64, device=a.device)
     total: torch.Tensor | None = None
-    for j in range(g):
-        acc = round_mantissa(acc + steps[j], model.mantissa_bits, model.rounding)  # type: ignore[arg-type]
-        if p and ((j + 1) % per_promo == 0 or j == g - 1):
-            a32 = acc.to(torch.float32)
-            total = a32 if total is None else total + a32
-            acc = torch.zeros_like(acc)
+    for c0 in range(0, g, chunk):
+        # each k-step's exact sum, one batched matmul over a chunk of k-steps: (chunk, m, n)
+        steps = torch.bmm(a_steps[c0 : c0 + chunk], b_steps[c0 : c0 + chunk])
+        for j in range(c0, min(c0 + chunk, g)):
+            acc = round_mantissa(acc + steps[j - c0], model.mantissa_bits, model.rounding)  # type: ignore[arg-type]
+            if p and ((j + 1) % per_promo == 0 or j == g - 1):
+                a32 = acc.to(torch.float32)
+                total = a32 if total is None else total + a32
+                acc = torch.zeros_like(acc)
     res = total if total is not None else acc.to(torch.float32)
     if out is not None:
         return out.copy_(res)
