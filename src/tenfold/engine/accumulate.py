@@ -121,19 +121,25 @@ def check_promote_interval(model: AccumulatorModel, promote_interval: int | None
 
 
 def round_mantissa(x: torch.Tensor, bits: int, rounding: str) -> torch.Tensor:
-    """fp64 `x` rounded to `bits` explicit fraction bits (toward zero or to nearest-even); inf/NaN kept.
+    """fp64 `x` rounded to `bits` explicit fraction bits (toward zero or to nearest-even); inf/NaN kept."""
+    return torch.where(torch.isfinite(x), round_mantissa_(x.clone(), bits, rounding), x)
+
+
+def round_mantissa_(x: torch.Tensor, bits: int, rounding: str) -> torch.Tensor:
+    """`round_mantissa` in place, for finite values, infinities and quiet NaNs (what arithmetic yields).
 
     Works on the bit pattern: fp64 is sign-magnitude, so clearing the low 52 - bits fraction bits rounds
     the magnitude down (toward zero); adding half an ulp minus one (plus the kept lsb) first rounds to
-    nearest with ties to even, a carry moving into the exponent as it should. Normal fp64 values only:
-    sums of fp32 products never reach fp64's subnormal range."""
-    assert x.dtype == torch.float64
+    nearest with ties to even, a carry moving into the exponent as it should. An infinity (zero fraction)
+    stays one and a quiet NaN keeps its top fraction bit. Normal fp64 values only: sums of fp32 products
+    never reach fp64's subnormal range."""
+    assert x.dtype == torch.float64 and 1 <= bits <= FP64_FRACTION_BITS - 1
     drop = FP64_FRACTION_BITS - bits
     i = x.view(torch.int64)
     if rounding == "nearest_even":
-        i = i + ((1 << (drop - 1)) - 1) + ((i >> drop) & 1)
-    out = (i & ~((1 << drop) - 1)).view(torch.float64)
-    return torch.where(torch.isfinite(x), out, x)
+        i.add_(((i >> drop) & 1) + ((1 << (drop - 1)) - 1))
+    i.bitwise_and_(~((1 << drop) - 1))
+    return x
 
 
 def matmul(
@@ -165,11 +171,11 @@ def matmul(
         # each k-step's exact sum, one batched matmul over a chunk of k-steps: (chunk, m, n)
         steps = torch.bmm(a_steps[c0 : c0 + chunk], b_steps[c0 : c0 + chunk])
         for j in range(c0, min(c0 + chunk, g)):
-            acc = round_mantissa(acc + steps[j - c0], model.mantissa_bits, model.rounding)  # type: ignore[arg-type]
+            round_mantissa_(acc.add_(steps[j - c0]), model.mantissa_bits, model.rounding)  # type: ignore[arg-type]
             if p and ((j + 1) % per_promo == 0 or j == g - 1):
                 a32 = acc.to(torch.float32)
                 total = a32 if total is None else total + a32
-                acc = torch.zeros_like(acc)
+                acc.zero_()
     res = total if total is not None else acc.to(torch.float32)
     if out is not None:
         return out.copy_(res)
