@@ -7,11 +7,12 @@ reduction axis (Q_k: blocks along axis k of the matrix as stored; the table is `
     dgrad   dx  = Q_1(dy) · Q_0(W)       reduction over out-features
     wgrad   dW  = Q_0(dy)ᵀ · Q_0(x)      reduction over tokens
 
-Operands are quantized in the layout they are stored in (`quant.operand`), and the products are fp32 matmuls
-of the dequantized values (`emulated`) or `torch._scaled_mm` on the codes (`native`, see `native.py`). An
-operand quantization is reused across GEMMs only where the values are provably the same: per-tensor scales and
-2-D blocks do not depend on the axis (the 16x16 NVFP4 and 128x128 FP8 weight blocks give W and Wᵀ the same
-codes: NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149 §4.3,
+Operands are quantized in the layout they are stored in (`quant.operand`), and the products are matmuls of
+the dequantized values accumulated as the plan's accumulator model says (`emulated`; fp32 by default, see
+`accumulate.py`) or `torch._scaled_mm` on the codes (`native`, see `native.py`). An operand quantization
+is reused across GEMMs only where the values are provably the same: per-tensor scales and 2-D blocks do
+not depend on the axis (the 16x16 NVFP4 and 128x128 FP8 weight blocks give W and Wᵀ the same codes:
+NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149 §4.3,
 https://arxiv.org/abs/2509.25149); stochastic rounding is never reused.
 
 `quantized_linear_reference` computes the same three products with the formats core's plain reference
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from tenfold.engine import native
+from tenfold.engine.accumulate import matmul
 from tenfold.engine.operands import OPERANDS, TENSOR_INDEX
 from tenfold.engine.quant import axis_matters, operand, reference_operand
 from tenfold.formats import Scheme
@@ -44,6 +46,8 @@ class GemmPlan:
         native: multiply codes with torch._scaled_mm instead of fp32 matmuls of dequantized values.
         backward_override: the recipe's (`Recipe.backward_override`); with "dequantized" the backward GEMMs
             multiply the fprop-quantized x and W (saved in forward) and the unquantized dy.
+        accumulate, promote_interval: the emulated GEMMs' accumulator model and its promotion interval
+            (`accumulate.matmul`); the native path ignores them.
     """
 
     fprop_a: Scheme | None
@@ -55,6 +59,8 @@ class GemmPlan:
     quant_backend: str = "auto"
     native: bool = False
     backward_override: str | None = None
+    accumulate: str = "fp32"
+    promote_interval: int | None = 128
 
     @property
     def dequantized_backward(self) -> bool:
@@ -111,6 +117,11 @@ def _q(
     return operand(x, s, axis, scale=scale, offset=offset, backend=backend)
 
 
+def _mm(a: torch.Tensor, b: torch.Tensor, plan: GemmPlan, out: torch.Tensor | None = None) -> torch.Tensor:
+    """One emulated GEMM a·b with the plan's accumulator (fp32: exactly torch.mm)."""
+    return matmul(a, b, plan.accumulate, plan.promote_interval, out=out)
+
+
 def observe_amax(history: torch.Tensor | None, tensor: str, x: torch.Tensor) -> None:
     """Record the amax of `x` (tensor x, w or dy) in slot 0 of its delayed-scaling history row, in place.
 
@@ -153,7 +164,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
         else:
             xq = _q(x, plan.fprop_a, 1, scales, "x", offset, be)
             wq = _q(weight, plan.fprop_b, 1, scales, "w", offset, be)
-            torch.mm(xq, wq.t(), out=out2)
+            _mm(xq, wq.t(), plan, out=out2)
         if bias is not None:
             out2.add_(bias.to(torch.float32))
         # keep what backward needs: the operand itself, or its quantized values when they are reused
@@ -186,7 +197,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
             else:
                 dyq = _q(dy, plan.dgrad_a, 1, scales, "dy", offset, be)
                 wq = keep_w if w_reused else _q(keep_w, plan.dgrad_b, 0, scales, "w", offset, be)
-                dx = torch.mm(dyq, wq)
+                dx = _mm(dyq, wq, plan)
             dx = dx.to(x_dtype)
         if ctx.needs_input_grad[1]:
             if plan.native and plan.wgrad_a is not None and plan.wgrad_b is not None:
@@ -198,7 +209,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
                 else:
                     dyq_t = _q(dy, plan.wgrad_a, 0, scales, "dy", offset, be)
                 xq_t = keep_x if x_reused else _q(keep_x, plan.wgrad_b, 0, scales, "x", offset, be)
-                dw = torch.mm(dyq_t.t(), xq_t)
+                dw = _mm(dyq_t.t(), xq_t, plan)
             dw = dw.to(w_dtype)
         if b_dtype is not None and ctx.needs_input_grad[2]:
             db = dy.to(torch.float32).sum(0).to(b_dtype)
@@ -228,7 +239,7 @@ def quantized_linear_reference(
     }
     if plan.dequantized_backward:  # the backward GEMMs take x and W as fprop quantized them
         q["dgrad_b"], q["wgrad_b"] = q["fprop_b"], q["fprop_a"]
-    out = torch.mm(q["fprop_a"], q["fprop_b"].t())
-    dx = torch.mm(q["dgrad_a"], q["dgrad_b"])
-    dw = torch.mm(q["wgrad_a"].t(), q["wgrad_b"])
+    out = _mm(q["fprop_a"], q["fprop_b"].t(), plan)
+    dx = _mm(q["dgrad_a"], q["dgrad_b"], plan)
+    dw = _mm(q["wgrad_a"].t(), q["wgrad_b"], plan)
     return out, dx, dw

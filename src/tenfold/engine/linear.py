@@ -181,6 +181,8 @@ class QuantLinear(nn.Module):
             quant_backend=self.quant_backend,
             native=self.backend_choice.backend == "native",
             backward_override=self.recipe.backward_override,
+            accumulate=self.recipe.accumulate,
+            promote_interval=self.recipe.promote_interval,
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from tenfold.engine.accumulate import accumulator, check_promote_interval
 from tenfold.engine.operands import GEMMS, OPERANDS, SIDES, TENSORS
 from tenfold.formats import AmaxAlgo, Scaling, Scheme, scheme
 
@@ -79,6 +80,11 @@ class Recipe:
             fprop GEMM quantized them (its dequantized values, along the fprop axis) and the original dy.
             Transformer Engine's recipe field of that name (NVIDIA/TransformerEngine pull requests 2644
             and 3141). It applies to any recipe; `operand` returns the resolved backward operands.
+        accumulate: the emulated GEMMs' accumulator, a name in `accumulate.ACCUMULATORS`: fp32 (exact
+            torch.mm) | hopper_fp8 (~14-bit truncating accumulator, DeepSeek-V3 §3.3.2). The native path
+            runs on real tensor cores and ignores it.
+        promote_interval: K elements between promotions of the narrow accumulator into an fp32 total
+            (128: DeepSeek-V3's N_C; 0 or None: never); a multiple of the model's k_step. Unused by fp32.
     """
 
     name: str
@@ -93,6 +99,8 @@ class Recipe:
     hp_tail: float = 0.0
     seed: int = 0
     backward_override: str | None = None
+    accumulate: str = "fp32"
+    promote_interval: int | None = 128
 
     def __post_init__(self) -> None:
         for g in GEMMS:
@@ -124,6 +132,11 @@ class Recipe:
                 f"{self.name}: backward_override='dequantized' reuses the fprop operands, which must not be "
                 "Hadamard-rotated (the rotation cancels only inside the fprop GEMM)"
             )
+        try:
+            model = accumulator(self.accumulate)
+            object.__setattr__(self, "promote_interval", check_promote_interval(model, self.promote_interval))
+        except ValueError as e:
+            raise ValueError(f"{self.name}: {e}") from None
         for t in TENSORS:
             uses = [s for s in self.schemes_of(t) if s is not None]
             delayed = [s for s in uses if s.scaling == Scaling.DELAYED]
@@ -192,7 +205,16 @@ class Recipe:
             **{g: {"a": shown(g, "a"), "b": shown(g, "b")} for g in GEMMS},
             "hp_tail": self.hp_tail,
             "backward_override": self.backward_override,
+            "accumulate": self.describe_accumulate(),
         }
+
+    def describe_accumulate(self) -> str:
+        """The accumulator in words, e.g. ``hopper_fp8 (promoted to fp32 every 128)``."""
+        if accumulator(self.accumulate).exact:
+            return self.accumulate
+        if not self.promote_interval:
+            return f"{self.accumulate} (never promoted)"
+        return f"{self.accumulate} (promoted to fp32 every {self.promote_interval})"
 
 
 _RECIPES: dict[str, Callable[[], Recipe]] = {}
