@@ -85,7 +85,7 @@ def run_one(spec: str, seed: int, data: ByteDataset, args: argparse.Namespace) -
         eval_batches=8,
         seed=seed,
     )
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     trainer = Trainer(cfg, dataset=data)
     res = trainer.run()
     final = trainer.evaluate(FINAL_EVAL_BATCHES)
@@ -100,6 +100,7 @@ def run_one(spec: str, seed: int, data: ByteDataset, args: argparse.Namespace) -
         "evals": [(e["step"], e["val_loss"]) for e in res.evals],
         "tokens_per_s": res.tokens_per_s,
         "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,  # what the run costs whatever else shares the machine
         "quantized_layers": len(res.conversion.converted),
         "hp_blocks": list(res.conversion.hp_blocks),
     }
@@ -253,7 +254,7 @@ def main() -> None:
                 cache_path.write_text(json.dumps({"version": CACHE_VERSION, "runs": cache}))
                 print(
                     f"[{time.perf_counter() - t_start:7.0f} s] {spec:<28} seed {seed}: final val loss "
-                    f"{hit['final_val_loss']:.4f} ({hit['wall_s']:.0f} s, {hit['tokens_per_s']:,.0f} tok/s)",
+                    f"{hit['final_val_loss']:.4f} ({hit['wall_s']:.0f} s, CPU {hit['cpu_s']:.0f} s)",
                     flush=True,
                 )
             results[(spec, seed)] = hit
@@ -274,6 +275,7 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "wall_s": time.perf_counter() - t_start,
         "trained_wall_s": sum(r["wall_s"] for r in results.values()),
+        "trained_cpu_s": sum(r.get("cpu_s", math.nan) for r in results.values()),
         "plot": str(out / "convergence.html"),
     }
     (out / "summary.json").write_text(json.dumps({"meta": meta, "paired": rows}, indent=2))
@@ -282,7 +284,8 @@ def main() -> None:
         return
     print(
         f"\nconvergence, {title}; {tokens:,} tokens per run; {meta['wall_s']:.0f} s this call "
-        f"({meta['trained_wall_s']:.0f} s of training in the table); plot {meta['plot']}"
+        f"({meta['trained_wall_s']:.0f} s, CPU {meta['trained_cpu_s']:.0f} s of training in the table); "
+        f"plot {meta['plot']}"
     )
     widths = (30, 6, 10, 20, 18, 22, 18)
     print("".join(f"{c:<{w}}" for c, w in zip(COLUMNS, widths, strict=True)))

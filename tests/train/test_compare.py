@@ -157,3 +157,14 @@ def test_one_pair_has_no_spread_and_mismatched_pairs_are_refused():
 def test_sample_std_uses_n_minus_one():
     assert sample_std([1.0, 2.0, 3.0, 4.0]) == pytest.approx(math.sqrt(5 / 3))
     assert math.isnan(sample_std([1.0]))
+
+
+def test_checkpoints_record_the_options_and_older_ones_without_them_still_load():
+    data = ByteDataset.from_bytes(bytes(range(256)) * 20)
+    cfg = TrainConfig(recipe="bf16", **TINY)
+    state = Trainer(cfg, dataset=data).state_dict()
+    old = {**state, "config": {k: v for k, v in state["config"].items() if k != "recipe_options"}}
+    Trainer(cfg, dataset=data).load_state_dict(old)  # made before the field existed: no options
+    other = TrainConfig(recipe="bf16", recipe_options={"margin": 1}, **TINY)
+    with pytest.raises(ValueError, match="recipe_options"):
+        Trainer(other, dataset=data).load_state_dict(state)

@@ -337,8 +337,11 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["config"] != asdict(self.config):
-            diff = sorted(k for k, v in state["config"].items() if asdict(self.config).get(k) != v)
+        # checkpoints from before `recipe_options` existed lack it: they had none
+        saved = {**state["config"]}
+        saved["recipe_options"] = tuple(tuple(p) for p in saved.get("recipe_options", ()))
+        if saved != asdict(self.config):
+            diff = sorted(k for k, v in saved.items() if asdict(self.config).get(k) != v)
             raise ValueError(
                 f"checkpoint was made with a different configuration (fields: {', '.join(diff)})"
             )
