@@ -157,15 +157,14 @@ def fmt_pm(mean: float, se: float, spec: str) -> str:
 
 
 def table_cells(row: dict[str, Any]) -> tuple[str, ...]:
+    std = "" if math.isnan(row["seed_std"]) else f"{row['seed_std']:.4f}"
+    head = (row["recipe"], str(len(row["seeds"])), f"{row['mean_val_loss']:.4f}", std)
     if "d_mean" not in row:
-        spread = "" if math.isnan(row["seed_std"]) else f"seed std {row['seed_std']:.4f}"
-        return (row["recipe"], str(len(row["seeds"])), f"{row['mean_val_loss']:.4f}", spread, "", "", "")
+        return (*head, "", "", "", "baseline" if row["recipe"] == "bf16" else "no bf16 pair")
     lo, hi = row["d_ci95"]
     ci = "" if math.isnan(lo) else f"[{lo:+.4f}, {hi:+.4f}]"
     return (
-        row["recipe"],
-        str(len(row["paired_seeds"])),
-        f"{row['mean_val_loss']:.4f}",
+        *head,
         fmt_pm(row["d_mean"], row["d_se"], "+.4f"),
         fmt_pm(row["pct_mean"], row["pct_se"], "+.2f") + " %",
         ci,
@@ -173,7 +172,16 @@ def table_cells(row: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
-COLUMNS = ("recipe", "seeds", "val loss", "Δ vs bf16 ± SE", "Δ % ± SE", "Δ 95 % CI (t)", "verdict")
+COLUMNS = (
+    "recipe",
+    "seeds",
+    "val loss",
+    "seed std",
+    "Δ vs bf16 ± SE",
+    "Δ % ± SE",
+    "Δ 95 % CI (t)",
+    "verdict",
+)
 
 
 def write_report(results: list[dict], rows: list[dict], path: Path, title: str) -> None:
@@ -196,7 +204,8 @@ def write_report(results: list[dict], rows: list[dict], path: Path, title: str) 
         rows=tuple(table_cells(r) for r in rows),
         notes=(
             "Δ = loss(recipe, seed) − loss(bf16, seed), mean ± standard error over seeds; the 95 % interval "
-            "uses Student's t with n−1 degrees of freedom; 'indistinguishable' when it contains 0.",
+            "uses Student's t with n−1 degrees of freedom; 'indistinguishable' when it contains 0. "
+            "Seed std: the sample standard deviation of the recipe's own loss over seeds.",
         ),
     )
     path.write_text(render_html(title=title, charts=run_charts(runs), tables=[paired, runs_table(runs)]))
@@ -287,7 +296,7 @@ def main() -> None:
         f"({meta['trained_wall_s']:.0f} s, CPU {meta['trained_cpu_s']:.0f} s of training in the table); "
         f"plot {meta['plot']}"
     )
-    widths = (30, 6, 10, 20, 18, 22, 18)
+    widths = (30, 6, 10, 10, 20, 18, 22, 18)
     print("".join(f"{c:<{w}}" for c, w in zip(COLUMNS, widths, strict=True)))
     print("-" * sum(widths))
     for row in rows:
