@@ -14,7 +14,8 @@ Recipes are names or names with field overrides (parsed as int, float, bool, els
     python benchmarks/convergence.py --recipes bf16,nvfp4,nvfp4:hp_tail=0.25,mxfp4 --seeds 0,1,2
 
 Every run is cached in `<out>/results.json` under its (recipe spec, seed, steps, batch size, lr, warm-up,
-eval interval, model, data); a rerun with more recipes or seeds trains only the missing runs.
+eval interval, model, data); a rerun with more recipes or seeds trains only the missing runs. Seeds can
+train in parallel processes, each with its own `--out`; `--merge dir1,dir2` then reuses their runs.
 
 Literature expectations (issue 3; arXiv 2506.08027, 2509.25149): mxfp8 within ~0.5 % of the baseline,
 nvfp4 within ~2 % and better than its ablations and than mxfp4.
@@ -224,6 +225,11 @@ def parse_args() -> argparse.Namespace:
         "--threads", type=int, default=1, help="torch threads (1: robust when another process shares the CPU)"
     )
     ap.add_argument("--out", default="runs/convergence")
+    ap.add_argument(
+        "--merge",
+        default="",
+        help="comma-separated out dirs of other invocations (e.g. one process per seed) whose runs to reuse",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     try:
@@ -251,6 +257,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "results.json"
     cache = load_cache(cache_path)
+    for other in (d for d in args.merge.split(",") if d):
+        cache += load_cache(Path(other) / "results.json")
     t_start = time.perf_counter()
     results: dict[tuple[str, int], dict] = {}
     for seed in args.seed_list:  # seed-major: an interrupted run still leaves complete pairs
