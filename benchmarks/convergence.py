@@ -275,6 +275,7 @@ def main() -> None:
                     flush=True,
                 )
             results[(spec, seed)] = hit
+    cache_path.write_text(json.dumps({"version": CACHE_VERSION, "runs": cache}))  # merged runs included
     rows = paired_rows(args.specs, args.seed_list, results)
     tokens = args.steps * args.batch_size * MODEL["seq_len"]
     title = (
