@@ -258,7 +258,9 @@ def main() -> None:
     cache_path = out / "results.json"
     cache = load_cache(cache_path)
     for other in (d for d in args.merge.split(",") if d):
-        cache += load_cache(Path(other) / "results.json")
+        cache += [
+            c for c in load_cache(Path(other) / "results.json") if all(c["key"] != h["key"] for h in cache)
+        ]
     t_start = time.perf_counter()
     results: dict[tuple[str, int], dict] = {}
     for seed in args.seed_list:  # seed-major: an interrupted run still leaves complete pairs
