@@ -20,7 +20,7 @@ train in parallel processes, each with its own `--out`; `--merge dir1,dir2` then
 Literature expectations (issue 3; arXiv 2506.08027, 2509.25149): mxfp8 within ~0.5 % of the baseline,
 nvfp4 within ~2 % and better than its ablations and than mxfp4. Resolution: with 3 seeds at 150 steps the
 paired SE was 0.2-0.4 % of the loss (the per-seed differences scatter about as much as bf16's own seed
-spread), so the 95 % interval is about +-1-1.6 %: smaller gaps need more seeds (t_0.975 = 2.78 with 5).
+spread), so the 95 % interval is about +-0.7-1.6 %: smaller gaps need more seeds (t_0.975 = 2.78 with 5).
 
     python benchmarks/convergence.py [--steps 300] [--seeds 0,1,2] [--threads 1] [--out runs/convergence]
 
