@@ -18,18 +18,21 @@ eval interval, model, data); a rerun with more recipes or seeds trains only the 
 train in parallel processes, each with its own `--out`; `--merge dir1,dir2` then reuses their runs.
 
 Literature expectations (issue 3; arXiv 2506.08027, 2509.25149): mxfp8 within ~0.5 % of the baseline,
-nvfp4 within ~2 % and better than its ablations and than mxfp4. Resolution: with 3 seeds at 150 steps the
-paired SE was 0.2-0.4 % of the loss (the per-seed differences scatter about as much as bf16's own seed
-spread), so the 95 % interval is about +-0.7-1.6 %: smaller gaps need more seeds (t_0.975 = 2.78 with 5).
+nvfp4 within ~2 % and better than its ablations and than mxfp4. Resolution: at 150 steps the
+paired SE was 0.15-0.4 % of the loss with 3 seeds (the per-seed differences scatter about as much as
+bf16's own seed spread), so the 95 % interval was about +-0.7-1.6 % and even mxfp4's +1.5 % read
+"indistinguishable"; with 5 seeds (t_0.975 = 2.78) it was +-0.4-0.6 %, and nvfp4 (+0.47 %) and mxfp4
+(+1.63 %) read "worse".
 
     python benchmarks/convergence.py [--steps 300] [--seeds 0,1,2] [--threads 1] [--out runs/convergence]
 
 Runtime (measured 2026-12-04, one thread per process, on 2 cores shared with other work): the 6 core
 recipes x 3 seeds at `--steps 150` (18 runs) cost 1,207 CPU-seconds in all (47 s per bf16 run, 51-72 s
 per fp8/mxfp8/mxfp4 run, 75-112 s per nvfp4 run, each including the 48-batch final evaluation); they took
-34 min of wall time in 1-3 parallel processes under a load average of 3-11. The 300-step default costs
-about 1.9x that: ~38 min on one otherwise idle core. One thread per process avoids the oversubscription
-that slows OpenMP kernels many times over when other processes share the CPU.
+34 min of wall time in 1-3 parallel processes under a load average of 3-11; on a nearly idle machine one
+seed of 7 recipes took 8.5 min. The 300-step default costs about 1.9x that: ~38 min on one idle core.
+One thread per process avoids the oversubscription that slows OpenMP kernels many times over when other
+processes share the CPU.
 """
 
 from __future__ import annotations
