@@ -246,10 +246,13 @@ def parse_args() -> argparse.Namespace:
         ap.error(f"--seeds {args.seeds!r}: expected comma-separated integers")
     if not args.seed_list:
         ap.error("--seeds: need at least one seed")
-    specs = [format_recipe_spec(*parse_recipe_spec(s)) for s in split_specs(args.recipes)]
-    for spec in specs:  # fail on a bad name or option now, not after an hour of training
-        name, options = parse_recipe_spec(spec)
-        TrainConfig(recipe=name, recipe_options=options)
+    try:
+        specs = [format_recipe_spec(*parse_recipe_spec(s)) for s in split_specs(args.recipes)]
+        for spec in specs:  # fail on a bad name or option now, not after an hour of training
+            name, options = parse_recipe_spec(spec)
+            TrainConfig(recipe=name, recipe_options=options)
+    except ValueError as err:
+        ap.error(f"--recipes: {err}")
     args.specs = list(dict.fromkeys(["bf16", *specs]))
     return args
 
