@@ -24,9 +24,9 @@ def data_path(arg: str | None) -> Path | None:
     return None
 
 
-def add_training_args(ap: argparse.ArgumentParser) -> None:
-    """The schedule options both benchmarks take, with the same defaults."""
-    ap.add_argument("--steps", type=int, default=500)
+def add_training_args(ap: argparse.ArgumentParser, *, steps: int = 500) -> None:
+    """The schedule options both benchmarks take, with the same defaults (`steps`: the --steps default)."""
+    ap.add_argument("--steps", type=int, default=steps)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=50)

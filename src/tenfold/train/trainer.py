@@ -20,12 +20,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from tenfold.engine import ConversionPolicy, ConversionReport, convert, recipe, update_scaling
+from tenfold.engine import ConversionPolicy, ConversionReport, Recipe, convert, recipe, update_scaling
 from tenfold.engine.autoprecision.policy import PrecisionPolicy
 from tenfold.engine.backend import GEMM_BACKENDS
 from tenfold.engine.recipes import RECIPE_NAMES
 from tenfold.engine.telemetry.recorder import Recorder
 from tenfold.formats.fake import QUANT_PATHS
+from tenfold.train.compare import format_recipe_spec
 from tenfold.train.data import DEFAULT_MAX_BYTES, ByteDataset, load_corpus
 from tenfold.train.model import GPT, MODEL_SIZES, GPTConfig
 
@@ -36,6 +37,9 @@ class TrainConfig:
 
     Fields:
         recipe: low-precision recipe name (see `tenfold.engine.RECIPE_NAMES`).
+        recipe_options: field overrides of the recipe, ((field, value), ...), as `recipe(name, **options)`
+            takes them (e.g. (("hp_tail", 0.25),)); a dict is accepted and stored sorted. The recipe's
+            `seed` is always `seed` below.
         model: model size name (see `MODEL_SIZES`); the fields below override its shape when set.
         n_layers, d_model, n_heads, d_ff, seq_len: shape overrides (None = the size's value).
         steps: optimizer steps.
@@ -59,6 +63,7 @@ class TrainConfig:
     """
 
     recipe: str = "bf16"
+    recipe_options: tuple[tuple[str, Any], ...] = ()
     model: str = "small"
     n_layers: int | None = None
     d_model: int | None = None
@@ -87,6 +92,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.recipe not in RECIPE_NAMES:
             raise ValueError(f"unknown recipe {self.recipe!r}; valid: {', '.join(RECIPE_NAMES)}")
+        self._check_recipe_options()
         if self.model not in MODEL_SIZES:
             raise ValueError(f"unknown model size {self.model!r}; valid: {', '.join(MODEL_SIZES)}")
         for f in ("steps", "batch_size"):
@@ -114,10 +120,44 @@ class TrainConfig:
         if self.policy is not None:
             PrecisionPolicy.load(self.policy)  # a missing or malformed file fails here, not mid-run
 
+    def _check_recipe_options(self) -> None:
+        """Normalise `recipe_options` to a sorted tuple of pairs and build the recipe once, so a bad field
+        or value fails here with the recipe's ValueError."""
+        opts = self.recipe_options
+        items = opts.items() if isinstance(opts, dict) else opts
+        try:
+            pairs = tuple(sorted((str(k), v) for k, v in items))
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"recipe_options must be (field, value) pairs or a dict, got {self.recipe_options!r}"
+            ) from None
+        object.__setattr__(self, "recipe_options", pairs)
+        if not pairs:
+            return
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"recipe_options name a field twice: {keys}")
+        if "seed" in keys:
+            raise ValueError("recipe_options may not set 'seed': the recipe's seed is TrainConfig.seed")
+        if self.policy is not None:
+            raise ValueError(
+                f"recipe_options {pairs} apply to a recipe, but policy={self.policy!r} replaces it"
+            )
+        try:
+            self.build_recipe()
+        except TypeError as err:  # a value of the wrong type deep in the recipe's own checks
+            raise ValueError(f"recipe {self.recipe!r}: bad recipe_options {pairs}: {err}") from None
+
+    def build_recipe(self) -> Recipe:
+        """The recipe this run trains with: `recipe(self.recipe, **recipe_options, seed=self.seed)`."""
+        return recipe(self.recipe, **dict(self.recipe_options), seed=self.seed)
+
     @property
     def label(self) -> str:
-        """The run's name: the recipe, or the policy file's stem."""
-        return Path(self.policy).stem if self.policy else self.recipe
+        """The run's name: the recipe (with its options), or the policy file's stem."""
+        if self.policy:
+            return Path(self.policy).stem
+        return format_recipe_spec(self.recipe, self.recipe_options)
 
     def gpt_config(self) -> GPTConfig:
         over = {
@@ -201,9 +241,7 @@ class Trainer:
         policy = ConversionPolicy(
             backend=config.backend, quant_backend=config.quant_backend, hp_last_blocks=config.hp_last_blocks
         )
-        target = (
-            PrecisionPolicy.load(config.policy) if config.policy else recipe(config.recipe, seed=config.seed)
-        )
+        target = PrecisionPolicy.load(config.policy) if config.policy else config.build_recipe()
         self.conversion = convert(self.model, target, policy=policy)
         self.recorder: Recorder | None = None
         if recorder is not None:
@@ -299,8 +337,11 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["config"] != asdict(self.config):
-            diff = sorted(k for k, v in state["config"].items() if asdict(self.config).get(k) != v)
+        # checkpoints from before `recipe_options` existed lack it: they had none
+        saved = {**state["config"]}
+        saved["recipe_options"] = tuple(tuple(p) for p in saved.get("recipe_options", ()))
+        if saved != asdict(self.config):
+            diff = sorted(k for k, v in saved.items() if asdict(self.config).get(k) != v)
             raise ValueError(
                 f"checkpoint was made with a different configuration (fields: {', '.join(diff)})"
             )
