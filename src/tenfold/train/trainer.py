@@ -29,6 +29,19 @@ from tenfold.formats.fake import QUANT_PATHS
 from tenfold.train.data import DEFAULT_MAX_BYTES, ByteDataset, load_corpus
 from tenfold.train.model import GPT, MODEL_SIZES, GPTConfig
 
+# Under quant_backend="auto", runs shorter than this many steps quantize operands eagerly: compiling
+# them first costs 45-190 s per recipe with a cold inductor cache, which a short run never earns back.
+# The break-even run length is measured by benchmarks/warmup.py (see its table in the docs).
+COMPILE_MIN_STEPS = 100
+
+
+def quant_path_for(config: TrainConfig) -> str:
+    """The operand quantization path a run uses: `config.quant_backend`, except that ``auto`` becomes
+    ``eager`` for runs under `COMPILE_MIN_STEPS` steps (above it, ``auto`` compiles large operands)."""
+    if config.quant_backend == "auto" and config.steps < COMPILE_MIN_STEPS:
+        return "eager"
+    return config.quant_backend
+
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
@@ -50,7 +63,8 @@ class TrainConfig:
         data: text file to train on; None = the embedded standard-library corpus.
         max_corpus_bytes: cap on the embedded corpus.
         backend: GEMM backend of quantized layers: auto | emulated | native.
-        quant_backend: how emulated operands are quantized: auto | eager | compiled | reference.
+        quant_backend: how emulated operands are quantized: auto | eager | compiled | reference;
+            ``auto`` is eager for runs under `COMPILE_MIN_STEPS` steps (see `quant_path_for`).
         hp_last_blocks: override the recipe's high-precision tail (None = recipe default).
         policy: path of a per-layer precision policy TOML (`tenfold policy` writes one); when set it
             replaces `recipe` and `hp_last_blocks`: each listed layer gets its format, the rest stay bf16.
@@ -199,7 +213,7 @@ class Trainer:
         torch.manual_seed(config.seed)
         self.model = GPT(cfg)
         policy = ConversionPolicy(
-            backend=config.backend, quant_backend=config.quant_backend, hp_last_blocks=config.hp_last_blocks
+            backend=config.backend, quant_backend=quant_path_for(config), hp_last_blocks=config.hp_last_blocks
         )
         target = (
             PrecisionPolicy.load(config.policy) if config.policy else recipe(config.recipe, seed=config.seed)
