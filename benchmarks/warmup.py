@@ -111,7 +111,7 @@ def main() -> None:
             f"{c['steady_s']:>9.2f}s{'never' if math.isinf(be) else f'{be:.0f} steps':>12}"
         )
     print(f"\ndefault quant_backend='auto' (COMPILE_MIN_STEPS = {COMPILE_MIN_STEPS}):")
-    for steps in (20, 200, 2000):
+    for steps in (5, 50, 500):
         after = "compiled" if steps >= COMPILE_MIN_STEPS else "eager"
         total = {}
         for path in ("eager", "compiled"):

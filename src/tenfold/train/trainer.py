@@ -29,10 +29,11 @@ from tenfold.formats.fake import QUANT_PATHS
 from tenfold.train.data import DEFAULT_MAX_BYTES, ByteDataset, load_corpus
 from tenfold.train.model import GPT, MODEL_SIZES, GPTConfig
 
-# Under quant_backend="auto", runs shorter than this many steps quantize operands eagerly: compiling
-# them first costs 45-190 s per recipe with a cold inductor cache, which a short run never earns back.
-# The break-even run length is measured by benchmarks/warmup.py (see its table in the docs).
-COMPILE_MIN_STEPS = 100
+# Under quant_backend="auto", runs shorter than this many steps quantize operands eagerly. Measured by
+# benchmarks/warmup.py (small model, 1 thread, cold inductor cache): compiling costs 40-330 s more before
+# the first step and then saves 1.6-18 s a step, so it pays from 14 (nvfp4), 19 (mxfp8), 25 (fp8_current)
+# steps; for the three together, from about 18 steps.
+COMPILE_MIN_STEPS = 18
 
 
 def quant_path_for(config: TrainConfig) -> str:
