@@ -8,7 +8,8 @@ reference; `backend=` picks one explicitly:
 
 * ``"reference"``: quantize then dequantize;
 * ``"eager"``: the fused function, uncompiled;
-* ``"compiled"``: the fused function under torch.compile (falls back to eager if compilation fails);
+* ``"compiled"``: the fused function under torch.compile (NVFP4 as two functions, see `_run_compiled`;
+  falls back to eager if compilation fails);
 * ``"auto"`` (default): compiled for tensors of at least `COMPILE_MIN_NUMEL` elements, eager below.
 
 Compiled functions are memoised per (scheme, shape, dtype, device) in `tenfold.formats.compiled`, the
