@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from tenfold.cli.main import app
 from tenfold.train import GPT, MODEL_SIZES, ByteDataset, GPTConfig, TrainConfig, Trainer, stdlib_corpus
 from tenfold.train.data import stdlib_files
+from tenfold.train.trainer import COMPILE_MIN_STEPS, quant_path_for
 
 SMALL = ByteDataset.from_bytes(bytes(range(256)) * 40 + b"hello world, " * 500)
 
@@ -188,3 +189,17 @@ def test_cli_refuses_an_earlier_run_folder_unless_overwrite(tmp_path):
     r = CliRunner().invoke(app, [*args, "--overwrite"])
     assert r.exit_code == 0, r.output
     assert not (run / "policy.toml").exists() and (run / "weights.pt").is_file()
+
+
+@pytest.mark.parametrize(
+    "quant_backend,steps,want",
+    [("auto", 1, "eager"), ("auto", COMPILE_MIN_STEPS - 1, "eager"), ("auto", COMPILE_MIN_STEPS, "auto")]
+    + [(b, 1, b) for b in ("eager", "compiled", "reference")],
+)
+def test_short_runs_quantize_eagerly_under_auto(quant_backend, steps, want):
+    """`auto` skips the compile warm-up for runs too short to earn it back; explicit choices are kept."""
+    cfg = TrainConfig(recipe="mxfp8", model="tiny", steps=steps, quant_backend=quant_backend)
+    assert quant_path_for(cfg) == want
+    trainer = Trainer(cfg, dataset=SMALL)
+    layers = [m for m in trainer.model.modules() if hasattr(m, "quant_backend")]
+    assert layers and {m.quant_backend for m in layers} == {want}

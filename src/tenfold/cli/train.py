@@ -122,6 +122,7 @@ def train(
     from tenfold.engine.recipes import RECIPE_NAMES
     from tenfold.engine.telemetry.recorder import Recorder
     from tenfold.train import TrainConfig, Trainer
+    from tenfold.train.trainer import quant_path_for
 
     try:
         cfg = TrainConfig(
@@ -162,7 +163,9 @@ def train(
         recorder = Recorder(run_dir, every=telemetry_every, what_if=tuple(what_if), keep=False)
         trainer.attach_recorder(recorder)
     console = Console(stderr=True)
-    if not as_json and cfg.timed_from and (cfg.compile or cfg.policy or cfg.recipe != "bf16"):
+    quantized = cfg.policy or cfg.recipe != "bf16"
+    compiles = cfg.compile or (quantized and quant_path_for(cfg) in ("auto", "compiled"))
+    if not as_json and cfg.timed_from and compiles:
         console.print(
             f"{name}: the first {cfg.timed_from} step(s) compile the quantization kernels (torch.compile; "
             "up to a minute or two on a CPU); tok/s leaves them out"

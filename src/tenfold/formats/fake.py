@@ -8,7 +8,8 @@ reference; `backend=` picks one explicitly:
 
 * ``"reference"``: quantize then dequantize;
 * ``"eager"``: the fused function, uncompiled;
-* ``"compiled"``: the fused function under torch.compile (falls back to eager if compilation fails);
+* ``"compiled"``: the fused function under torch.compile (NVFP4 as two functions, see `_run_compiled`;
+  falls back to eager if compilation fails);
 * ``"auto"`` (default): compiled for tensors of at least `COMPILE_MIN_NUMEL` elements, eager below.
 
 Compiled functions are memoised per (scheme, shape, dtype, device) in `tenfold.formats.compiled`, the
@@ -24,9 +25,10 @@ import torch
 from tenfold.formats import fp8, mx, nvfp4
 from tenfold.formats.blocking import from_working, untile
 from tenfold.formats.compiled import COMPILE_MIN_NUMEL, compiled_copy
-from tenfold.formats.e8m0 import scale_amax
+from tenfold.formats.e8m0 import NonFinite, scale_amax
 from tenfold.formats.hadamard import rotate
 from tenfold.formats.quantize import check_input, noise_for, quantize, working_tiles
+from tenfold.formats.rounding import round_to_grid_fast
 from tenfold.formats.scheme import Family, Scaling, Scheme
 from tenfold.formats.state import AmaxHistory
 
@@ -55,15 +57,71 @@ def _fused(
     return from_working(xw, s, tuple(x.shape)).to(x.dtype)
 
 
+def _nvfp4_factors(x: torch.Tensor, s: Scheme) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """NVFP4 stage 1: per-block encode factors, E4M3 block scales (as fp32) and the tensor decode scale.
+
+    The operations of `nvfp4.scaled_tiles` in the same order, on the block amaxes only: one pass over
+    the input for the block amaxes; the tensor amax is the max of the block amaxes (the same value:
+    max is exact and propagates NaN), except under ``satfinite``, where an Inf's block amax is Inf but
+    the tensor amax must ignore it, so it takes its own pass (`scale_amax`)."""
+    xw, t = working_tiles(x, s)
+    amax_blocks = t.abs().amax(dim=-1)
+    satfinite = s.nonfinite == NonFinite.SATFINITE
+    amax_tensor = scale_amax(xw, s.nonfinite) if satfinite else amax_blocks.amax()
+    g_enc = nvfp4.global_encode_scale(amax_tensor)
+    g_dec = torch.tensor(1.0) / g_enc
+    s_blk = nvfp4.block_scales(amax_blocks, g_enc, s).to(torch.float32)
+    enc = torch.clamp(torch.tensor(1.0) / (s_blk * g_dec), max=nvfp4.FLT_MAX)
+    return enc, s_blk, nvfp4.decode_scale(amax_tensor)
+
+
+def _nvfp4_apply(
+    x: torch.Tensor,
+    s: Scheme,
+    enc: torch.Tensor,
+    s_blk: torch.Tensor,
+    dec: torch.Tensor,
+    offset: int | torch.Tensor,
+) -> torch.Tensor:
+    """NVFP4 stage 2: round every element with its block's factors and decode, as `nvfp4.fake_tiles`
+    does (`q * s_blk * dec`, in that order). The working layout is rebuilt from `x` (a view, or
+    pointwise work fused into this pass) rather than stored by stage 1, so `x` is read twice in all."""
+    xw, t = working_tiles(x, s)
+    noise = noise_for(xw, t, s, offset)
+    q = round_to_grid_fast(t * enc.unsqueeze(-1), s.element, s.rounding, noise)
+    vals = q * s_blk.unsqueeze(-1) * dec
+    xw = untile(vals, s, tuple(xw.shape))
+    if s.hadamard:
+        xw = rotate(xw, s.hadamard_signs, inverse=True)
+    return from_working(xw, s, tuple(x.shape)).to(x.dtype)
+
+
+def _two_stage(s: Scheme) -> bool:
+    """Whether the compiled path splits the scheme's work in two kernels (NVFP4: see `_run_compiled`).
+
+    Only for schemes whose block scales follow from the block amaxes alone (all NVFP4 schemes here)."""
+    return s.family == Family.NVFP4
+
+
 _COMPILE_FAILED: set[Scheme] = set()
 
 
 def _run_compiled(x: torch.Tensor, s: Scheme, scale: torch.Tensor | None, offset: int) -> torch.Tensor:
+    """The fused function compiled for `x`'s (scheme, shape, dtype, device).
+
+    NVFP4 compiles as two functions: in one kernel, inductor computes each 16-element block's scale
+    (three divisions and an E4M3 cast) as scalar code inside the element loop, which makes the kernel
+    compute-bound; compiled apart, stage 1 computes all block scales as one vectorised pass over the
+    (16x smaller) block amaxes and stage 2 is a plain element-wise pass."""
     if s not in _COMPILE_FAILED:
         try:
-            fn = compiled_copy(_fused, s.name, (s, tuple(x.shape), x.dtype, x.device.type))
+            key = (s, tuple(x.shape), x.dtype, x.device.type)
             # the offset travels as a tensor so that a new stochastic-rounding offset is not a recompile
-            return fn(x, s, scale, torch.tensor(offset, dtype=torch.int64, device=x.device))
+            off = torch.tensor(offset, dtype=torch.int64, device=x.device)
+            if _two_stage(s):
+                factors = compiled_copy(_nvfp4_factors, s.name, key)(x, s)
+                return compiled_copy(_nvfp4_apply, s.name, key)(x, s, *factors, off)
+            return compiled_copy(_fused, s.name, key)(x, s, scale, off)
         except Exception as err:  # compilers can be missing (no C++ toolchain, no Triton)
             _COMPILE_FAILED.add(s)
             warnings.warn(

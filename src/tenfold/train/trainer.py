@@ -30,6 +30,20 @@ from tenfold.train.compare import format_recipe_spec
 from tenfold.train.data import DEFAULT_MAX_BYTES, ByteDataset, load_corpus
 from tenfold.train.model import GPT, MODEL_SIZES, GPTConfig
 
+# Under quant_backend="auto", runs shorter than this many steps quantize operands eagerly. Measured by
+# benchmarks/warmup.py (small model, 1 thread, cold inductor cache): compiling costs 40-330 s more before
+# the first step and then saves 1.6-18 s a step, so it pays from 14 (nvfp4), 19 (mxfp8), 25 (fp8_current)
+# steps; for the three together, from about 18 steps.
+COMPILE_MIN_STEPS = 18
+
+
+def quant_path_for(config: TrainConfig) -> str:
+    """The operand quantization path a run uses: `config.quant_backend`, except that ``auto`` becomes
+    ``eager`` for runs under `COMPILE_MIN_STEPS` steps (above it, ``auto`` compiles large operands)."""
+    if config.quant_backend == "auto" and config.steps < COMPILE_MIN_STEPS:
+        return "eager"
+    return config.quant_backend
+
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
@@ -54,7 +68,8 @@ class TrainConfig:
         data: text file to train on; None = the embedded standard-library corpus.
         max_corpus_bytes: cap on the embedded corpus.
         backend: GEMM backend of quantized layers: auto | emulated | native.
-        quant_backend: how emulated operands are quantized: auto | eager | compiled | reference.
+        quant_backend: how emulated operands are quantized: auto | eager | compiled | reference;
+            ``auto`` is eager for runs under `COMPILE_MIN_STEPS` steps (see `quant_path_for`).
         hp_last_blocks: override the recipe's high-precision tail (None = recipe default).
         policy: path of a per-layer precision policy TOML (`tenfold policy` writes one); when set it
             replaces `recipe` and `hp_last_blocks`: each listed layer gets its format, the rest stay bf16.
@@ -239,7 +254,7 @@ class Trainer:
         torch.manual_seed(config.seed)
         self.model = GPT(cfg)
         policy = ConversionPolicy(
-            backend=config.backend, quant_backend=config.quant_backend, hp_last_blocks=config.hp_last_blocks
+            backend=config.backend, quant_backend=quant_path_for(config), hp_last_blocks=config.hp_last_blocks
         )
         target = PrecisionPolicy.load(config.policy) if config.policy else config.build_recipe()
         self.conversion = convert(self.model, target, policy=policy)
