@@ -273,7 +273,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n(b) training step of the reference GPT ({size}), emulated vs plain bf16 (median)")
     train = ["bf16", *[r for r in args.train_recipes.split(",") if r and r != "bf16"]]
     med = time_training(
-        device, train, steps=args.steps, warmup=args.warmup, quant_backend=args.train_quant_backend
+        device,
+        train,
+        model=size,
+        steps=args.steps,
+        warmup=args.warmup,
+        quant_backend=args.train_quant_backend,
     )
     for name, t in med.items():
         print(f"{name:<20} {1e3 * t:9.2f} ms/step  {t / med['bf16']:6.2f}x bf16")
