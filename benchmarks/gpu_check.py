@@ -23,6 +23,7 @@ are the native FP8 tensor cores to it.
     python benchmarks/gpu_check.py                 # on a CUDA machine; prints a summary; < 5 min on an H200
     python benchmarks/gpu_check.py --device cpu    # part (a) and (b) between CPU paths
     python benchmarks/gpu_check.py --paths eager,compiled   # also hold the compiled GPU path bit-exact
+    python benchmarks/gpu_check.py --quant-backend eager    # time the eager emulation (no compile wait)
 
 On a machine without CUDA and without `--device cpu` it prints "no CUDA device: nothing to check" and
 exits 0.
@@ -288,14 +289,15 @@ def time_layer(layer: nn.Module, x: torch.Tensor, reps: int = 10) -> float:
     return statistics.median(out)
 
 
-def native_speed(name: str, device: str, size: int = 4096) -> dict[str, float]:
-    """Forward+backward seconds at size^3 for native, emulated and a plain bf16 nn.Linear."""
+def native_speed(name: str, device: str, *, quant_backend: str, size: int = 4096) -> dict[str, float]:
+    """Forward+backward seconds at size^3 for native, emulated (operands quantized by `quant_backend`)
+    and a plain bf16 nn.Linear."""
     torch.manual_seed(0)
     x = torch.randn(size, size, device=device)
     res = {}
     for backend in ("native", "emulated"):
         layer = QuantLinear(
-            size, size, recipe=recipe(name), backend=backend, quant_backend="auto", device=device
+            size, size, recipe=recipe(name), backend=backend, quant_backend=quant_backend, device=device
         )
         res[backend] = time_layer(layer, x.clone().requires_grad_())
     plain = nn.Linear(size, size, device=device, dtype=torch.bfloat16)
@@ -312,7 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strict", action="store_true", help="fail unless the outputs are bit-identical too")
     ap.add_argument("--recipes", default=",".join(RECIPE_NAMES), help="recipes for part (a)")
     ap.add_argument("--train-recipes", default="mxfp8,nvfp4,fp8_current", help="recipes timed in part (b)")
-    ap.add_argument("--train-quant-backend", default="auto", help="quant path of part (b)'s emulation")
+    ap.add_argument(
+        "--quant-backend",
+        default="auto",
+        help="quant path of the emulation timed in (b) and (c); eager: no compile",
+    )
     ap.add_argument("--model", default=None, help="part (b)'s GPT size: small on CUDA, tiny on a CPU")
     ap.add_argument("--steps", type=int, default=10, help="timed training steps per recipe in part (b)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps per recipe in part (b)")
@@ -365,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         model=size,
         steps=args.steps,
         warmup=args.warmup,
-        quant_backend=args.train_quant_backend,
+        quant_backend=args.quant_backend,
     )
     for name, t in med.items():
         print(f"{name:<20} {1e3 * t:9.2f} ms/step  {t / med['bf16']:6.2f}x bf16")
@@ -378,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for name in native_recipes(device, SHAPE[1], SHAPE[2]):
             rel = native_agreement(name, device)
-            sp = native_speed(name, device)
+            sp = native_speed(name, device, quant_backend=args.quant_backend)
             nat = sp["native"]
             print(
                 f"{name:<20} max rel diff {rel:.2e}  fwd+bwd 4096^3: native {1e3 * nat:.2f} ms, "

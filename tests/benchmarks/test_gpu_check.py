@@ -90,7 +90,7 @@ def test_native_fp8_agreement_on_cpu_kernels(gpu_check):
 
 
 def test_cpu_run_of_the_script(gpu_check, capsys):
-    argv = "--device cpu --recipes mxfp8,fp8_delayed --train-recipes mxfp8 --train-quant-backend eager"
+    argv = "--device cpu --recipes mxfp8,fp8_delayed --train-recipes mxfp8 --quant-backend eager"
     code = gpu_check.main([*argv.split(), "--steps", "1", "--warmup", "0"])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -109,7 +109,8 @@ def test_without_cuda_nothing_to_check(gpu_check, capsys):
 
 @pytest.mark.gpu
 def test_gpu_emulation_is_bit_identical_to_the_cpu(gpu_check, capsys):
-    code = gpu_check.main(["--steps", "3", "--warmup", "2"])
+    argv = "--train-recipes mxfp8,nvfp4 --quant-backend eager --steps 2 --warmup 1"
+    code = gpu_check.main(argv.split())
     out = capsys.readouterr().out
     assert code == 0, out
     assert f"operands bit-identical in {len(RECIPE_NAMES)} of {len(RECIPE_NAMES)}" in out
