@@ -11,6 +11,8 @@ recipe, and the gap of the validation loss to bf16 in percent.
     python examples/hf_train.py --steps 20 --model qwen3 --recipes bf16,fp8_current
     python examples/hf_train.py --model qwen3_moe      # needs a transformers with Qwen3MoeForCausalLM
 
+With the defaults (llama, 200 steps of 8x64 bytes, seed 0) it printed here: validation loss 2.2996 for
+bf16, 2.3103 for mxfp8 (+0.46 %) and 2.3226 for nvfp4 (+1.00 %; nvfp4 keeps its last block in bf16).
 The default run takes about 3 minutes on one idle CPU core (step times measured here: 0.06 s bf16,
 0.15 s mxfp8, 0.43 s nvfp4 forward+backward with the eager quant path), several times that on a loaded
 machine. Qwen3-MoE in transformers 5 keeps its experts as fused 3-D parameters, not `nn.Linear`s:
