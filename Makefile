@@ -36,19 +36,19 @@ demo: $(VENV)/.installed
 	$(BIN)/tenfold compare
 
 test: $(VENV)/.installed-dev
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-all: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 
 format: $(VENV)/.installed-dev
-	$(BIN)/ruff check --fix src tests benchmarks
-	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks examples
+	$(BIN)/ruff format src tests benchmarks examples
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/quantize_throughput.py
