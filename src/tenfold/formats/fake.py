@@ -99,8 +99,9 @@ def _nvfp4_apply(
 def _two_stage(s: Scheme) -> bool:
     """Whether the compiled path splits the scheme's work in two kernels (NVFP4: see `_run_compiled`).
 
-    Only for schemes whose block scales follow from the block amaxes alone (all NVFP4 schemes here)."""
-    return s.family == Family.NVFP4
+    Only for schemes whose block scales follow from the block amaxes and one tensor amax: plain NVFP4, not
+    4over6 (its scale is chosen per block by the rounding error) nor row-scaled NVFP4 (one amax per row)."""
+    return s.family == Family.NVFP4 and s.four_over_six is None and not s.row_scaled
 
 
 _COMPILE_FAILED: set[Scheme] = set()
