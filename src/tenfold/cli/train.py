@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -15,13 +16,15 @@ from rich.table import Table
 
 from tenfold.cli.output import check_memory, check_writable_dir
 
+if TYPE_CHECKING:
+    from tenfold.train import TrainConfig
+
 # torch and the engine are imported inside the command, so that `tenfold` starts without torch for the
 # planning commands; the help therefore names the recipes and sizes itself (a test keeps it in sync).
 RECIPE_HELP = (
     "recipe: bf16, fp8_delayed, fp8_current, fp8_rowwise, fp8_block, mxfp8, mxfp8_floor, nvfp4, "
     "nvfp4_no_rht, nvfp4_no_sr, nvfp4_no_2d, nvfp4_no_hp_layers, nvfp4_4over6, nvfp4_4over6_weights, "
-    "nvfp4_4over6_activations, nvfp4_row_scaled, mxfp4, "
-    "mxfp8_2d"
+    "nvfp4_4over6_activations, nvfp4_row_scaled, mxfp4, mxfp8_2d"
 )
 SIZE_HELP = "model size: tiny, small, base"
 PLOT_NAME = "loss.html"  # loss curves, the runs table and the telemetry heat-map (tenfold.report.runs)
@@ -122,7 +125,6 @@ def train(
     from tenfold.engine.recipes import RECIPE_NAMES
     from tenfold.engine.telemetry.recorder import Recorder
     from tenfold.train import TrainConfig, Trainer
-    from tenfold.train.trainer import quant_path_for
 
     try:
         cfg = TrainConfig(
@@ -163,12 +165,10 @@ def train(
         recorder = Recorder(run_dir, every=telemetry_every, what_if=tuple(what_if), keep=False)
         trainer.attach_recorder(recorder)
     console = Console(stderr=True)
-    quantized = cfg.policy or cfg.recipe != "bf16"
-    compiles = cfg.compile or (quantized and quant_path_for(cfg) in ("auto", "compiled"))
-    if not as_json and cfg.timed_from and compiles:
+    if not as_json and _compiles(cfg):
         console.print(
             f"{name}: the first {cfg.timed_from} step(s) compile the quantization kernels (torch.compile; "
-            "up to a minute or two on a CPU); tok/s leaves them out"
+            "minutes on a CPU, once per shape); tok/s leaves them out"
         )
     with Progress(
         TextColumn(f"[bold]{name}[/]"),
@@ -236,3 +236,12 @@ def print_summary(summary: dict, name: str, run_dir: Path) -> None:
     table.add_row("layers quantized / kept", f"{summary['converted_layers']} / {summary['kept_layers']}")
     table.add_row("outputs", str(run_dir))
     Console().print(table)
+
+
+def _compiles(cfg: TrainConfig) -> bool:
+    """Whether this run's first steps compile kernels (torch.compile of the model or of the quantizers)."""
+    from tenfold.train.trainer import quant_path_for
+
+    quantized = cfg.policy or cfg.recipe != "bf16"
+    kernels = quantized and quant_path_for(cfg) in ("auto", "compiled")
+    return bool(cfg.timed_from) and (cfg.compile or kernels)
