@@ -255,6 +255,18 @@ def same_everywhere(s: Scheme | None, description: str, name: str, **extra: Any)
     )
 
 
+def weights_apart(act: Scheme, w: Scheme, description: str, name: str) -> Recipe:
+    """One scheme for the weight (fprop and dgrad) and another for activations and gradients everywhere
+    else: the shape of the recipes whose weights take 2-D blocks."""
+    return Recipe(
+        name=name,
+        description=description,
+        fprop=GemmQuant(a=act, b=w),
+        dgrad=GemmQuant(a=act, b=w),
+        wgrad=GemmQuant(a=act, b=act),
+    )
+
+
 @register("bf16")
 def _bf16() -> Recipe:
     """High-precision baseline: no quantization (computed in fp32 where bf16 matmul is slow, e.g. CPU)."""
@@ -300,14 +312,11 @@ def _fp8_block() -> Recipe:
     """DeepSeek-V3 technical report §3.3 (https://arxiv.org/abs/2412.19437) / TE `Float8BlockScaling`:
     E4M3 everywhere; 1x128 tiles for activations and gradients (128x1 along tokens in wgrad), 128x128
     blocks for weights; power-of-two scales (TE default)."""
-    act = scheme("fp8_e4m3_block1x128")
-    w = scheme("fp8_e4m3_block128x128")
-    return Recipe(
-        name="fp8_block",
-        description="DeepSeek-V3 FP8: 1x128 activations/grads, 128x128 weights",
-        fprop=GemmQuant(a=act, b=w),
-        dgrad=GemmQuant(a=act, b=w),
-        wgrad=GemmQuant(a=act, b=act),
+    return weights_apart(
+        scheme("fp8_e4m3_block1x128"),
+        scheme("fp8_e4m3_block128x128"),
+        "DeepSeek-V3 FP8: 1x128 activations/grads, 128x128 weights",
+        "fp8_block",
     )
 
 
@@ -443,14 +452,11 @@ def _mxfp8_2d() -> Recipe:
     """`mxfp8` with one E8M0 scale per 32x32 weight tile, so W (fprop) and Wᵀ (dgrad) share codes: TE v2.19
     `MXFP8BlockScaling(enable_2d_quantization=True)` (NVIDIA/TransformerEngine pull request 2634; only the
     weight quantizer turns 2-D, inputs and gradients keep 1x32 blocks)."""
-    act = scheme("mxfp8_e4m3", scale_mode="rceil")
-    w = scheme("mxfp8_e4m3_2d", scale_mode="rceil")
-    return Recipe(
-        name="mxfp8_2d",
-        description="MXFP8 E4M3, RCEIL scales, 32x32 weight blocks (TE enable_2d_quantization)",
-        fprop=GemmQuant(a=act, b=w),
-        dgrad=GemmQuant(a=act, b=w),
-        wgrad=GemmQuant(a=act, b=act),
+    return weights_apart(
+        scheme("mxfp8_e4m3", scale_mode="rceil"),
+        scheme("mxfp8_e4m3_2d", scale_mode="rceil"),
+        "MXFP8 E4M3, RCEIL scales, 32x32 weight blocks (TE enable_2d_quantization)",
+        "mxfp8_2d",
     )
 
 
