@@ -34,6 +34,7 @@ from tenfold.formats import fp8 as fp8_math
 from tenfold.formats import nvfp4 as nvfp4_math
 from tenfold.formats.blocking import from_working
 from tenfold.formats.compiled import COMPILE_MIN_NUMEL, compiled_copy
+from tenfold.formats.division import div
 from tenfold.formats.e8m0 import (
     NonFinite,
     decode_e8m0,
@@ -151,15 +152,15 @@ def _prepare(
             amax_t = scale_amax(xp, s.nonfinite)
         bound = nvfp4_math.global_e4m3_max(s)
         g_enc = nvfp4_math.global_encode_scale(amax_t, bound)
-        g_dec = torch.tensor(1.0) / g_enc
+        g_dec = div(1.0, g_enc)
         if s.four_over_six:
             s_blk = _four_over_six_scales(v, s, axis, amax_t)
         else:
             s_blk = nvfp4_math.block_scales(amax, g_enc, s).to(torch.float32)
-        enc = torch.clamp(torch.tensor(1.0) / (s_blk * g_dec), max=nvfp4_math.FLT_MAX)
+        enc = torch.clamp(div(1.0, s_blk * g_dec), max=nvfp4_math.FLT_MAX)
         return xp, enc, s_blk, nvfp4_math.decode_scale(amax_t, bound)
     sc = fp8_math.scale_from_amax(amax, s) if scale is None else scale.reshape(())
-    return xp, sc, torch.tensor(1.0, device=x.device) / sc, one
+    return xp, sc, div(1.0, sc), one
 
 
 def _four_over_six_scales(v: torch.Tensor, s: Scheme, axis: int, amax_t: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ import torch
 from tenfold.formats import fp8, mx, nvfp4
 from tenfold.formats.blocking import from_working, untile
 from tenfold.formats.compiled import COMPILE_MIN_NUMEL, compiled_copy
+from tenfold.formats.division import div
 from tenfold.formats.e8m0 import NonFinite, scale_amax
 from tenfold.formats.hadamard import rotate
 from tenfold.formats.quantize import check_input, noise_for, quantize, working_tiles
@@ -69,9 +70,9 @@ def _nvfp4_factors(x: torch.Tensor, s: Scheme) -> tuple[torch.Tensor, torch.Tens
     satfinite = s.nonfinite == NonFinite.SATFINITE
     amax_tensor = scale_amax(xw, s.nonfinite) if satfinite else amax_blocks.amax()
     g_enc = nvfp4.global_encode_scale(amax_tensor)
-    g_dec = torch.tensor(1.0) / g_enc
+    g_dec = div(1.0, g_enc)
     s_blk = nvfp4.block_scales(amax_blocks, g_enc, s).to(torch.float32)
-    enc = torch.clamp(torch.tensor(1.0) / (s_blk * g_dec), max=nvfp4.FLT_MAX)
+    enc = torch.clamp(div(1.0, s_blk * g_dec), max=nvfp4.FLT_MAX)
     return enc, s_blk, nvfp4.decode_scale(amax_tensor)
 
 

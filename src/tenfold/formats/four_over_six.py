@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from tenfold.formats.division import div
 from tenfold.formats.elements import E2M1, E4M3
 from tenfold.formats.rounding import round_to_grid, round_to_grid_fast
 from tenfold.formats.scheme import Scheme
@@ -41,7 +42,7 @@ def candidate(
     """One candidate: (on-grid E2M1 values, E4M3 block scales) for block scales base * factor."""
     dec = base * factor if factor is not None else base
     s_blk = torch.clamp(dec, min=-E4M3.max, max=E4M3.max).to(torch.float8_e4m3fn)
-    enc = torch.clamp(torch.tensor(1.0) / (s_blk.to(torch.float32) * g_dec), max=FLT_MAX)
+    enc = torch.clamp(div(1.0, s_blk.to(torch.float32) * g_dec), max=FLT_MAX)
     rnd = round_to_grid_fast if fast else round_to_grid
     return rnd(t * enc.unsqueeze(-1), E2M1, s.rounding, None), s_blk
 
@@ -55,10 +56,10 @@ def block_error(
     tv = t.unflatten(-1, (rows, cols))
     sf = s_blk.to(torch.float32).unsqueeze(-1)
     amax = amax_tensor.unsqueeze(-1)
-    denom = torch.tensor(FP4_MAX) * torch.tensor(float(bound))
+    denom = FP4_MAX * float(bound)  # exact: 1536 or 2688
     err = torch.zeros_like(tv[..., 0])
     for c in range(cols):  # sequential in element order, as TE's loop over the block
-        d = qv[..., c] * sf * amax / denom - tv[..., c]
+        d = div(qv[..., c] * sf * amax, denom) - tv[..., c]
         err = err + (d * d if s.four_over_six == "mse" else d.abs())
     while err.shape[-1] > 1:  # 16x16 blocks: the warp's tree over the 16 row sums
         half = err.shape[-1] // 2
@@ -73,8 +74,8 @@ def choose(
 
     `g_enc` is the global encode scale computed with `bound` (256 or 448) in place of 448; `fast` rounds
     with the compiler-friendly `round_to_grid_fast` (same bits)."""
-    g_dec = torch.tensor(1.0) / g_enc
-    base = t.abs().amax(dim=-1) / torch.tensor(FP4_MAX) * g_enc
+    g_dec = div(1.0, g_enc)
+    base = div(t.abs().amax(dim=-1), FP4_MAX) * g_enc
     q4, s4 = candidate(t, base, MAP4_FACTOR, g_dec, s, fast)
     q6, s6 = candidate(t, base, None, g_dec, s, fast)
     pick4 = block_error(t, q4, s4, amax_tensor, s, bound) < block_error(t, q6, s6, amax_tensor, s, bound)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from tenfold.formats.codes import decode, encode
+from tenfold.formats.division import div
 from tenfold.formats.rounding import round_to_grid, round_to_grid_fast
 from tenfold.formats.scheme import Scheme
 
@@ -21,7 +22,7 @@ FLT_MAX = torch.finfo(torch.float32).max
 
 def scale_from_amax(amax: torch.Tensor, s: Scheme) -> torch.Tensor:
     a = torch.clamp(amax, min=s.amax_epsilon) if s.amax_epsilon else amax
-    scale = (s.element.max / a) / (2.0**s.margin)
+    scale = div(1.0, a) * s.element.max / (2.0**s.margin)  # Python's max / a: reciprocal, then *
     scale = torch.where(torch.isinf(scale), torch.full_like(scale, FLT_MAX), scale)
     scale = torch.where((a == 0) | torch.isinf(a), torch.ones_like(scale), scale)
     if s.pow2_scales:
@@ -36,14 +37,14 @@ def quantize_tiles(
     """Tiles (..., ntiles, k) and their scales (..., ntiles) -> (float8 codes, fp32 scale_inv)."""
     q = round_to_grid(t * scale.unsqueeze(-1), s.element, s.rounding, noise)
     codes = encode(q, s.element).view(s.element.torch_dtype)
-    return codes, torch.tensor(1.0, device=scale.device) / scale
+    return codes, div(1.0, scale)
 
 
 def fake_tiles(t: torch.Tensor, scale: torch.Tensor, s: Scheme, noise: torch.Tensor | None) -> torch.Tensor:
     """Tiles -> their dequantized values, skipping the codes (the fused fast path's body)."""
     rnd = round_to_grid_fast if torch.compiler.is_compiling() else round_to_grid
     q = rnd(t * scale.unsqueeze(-1), s.element, s.rounding, noise)
-    return q * (torch.tensor(1.0, device=scale.device) / scale).unsqueeze(-1)
+    return q * div(1.0, scale).unsqueeze(-1)
 
 
 def dequantize_tiles(codes: torch.Tensor, scale_inv: torch.Tensor, s: Scheme) -> torch.Tensor:

@@ -33,6 +33,7 @@ import torch
 
 from tenfold.formats import four_over_six
 from tenfold.formats.codes import decode, encode, pack_fp4, unpack_fp4
+from tenfold.formats.division import div
 from tenfold.formats.e8m0 import scale_amax
 from tenfold.formats.elements import E4M3
 from tenfold.formats.rounding import round_to_grid, round_to_grid_fast
@@ -55,7 +56,7 @@ def tensor_amax(xw: torch.Tensor, s: Scheme) -> torch.Tensor:
 
 
 def global_encode_scale(amax: torch.Tensor, bound: float = E4M3.max) -> torch.Tensor:
-    g = torch.clamp(torch.tensor(bound * FP4_MAX) / amax, max=FLT_MAX)
+    g = torch.clamp(div(bound * FP4_MAX, amax), max=FLT_MAX)
     return torch.where(g == 0, torch.ones_like(g), g)
 
 
@@ -79,9 +80,9 @@ def scaled_tiles(
     g_enc = global_encode_scale(amax_tensor, bound)
     if s.four_over_six:
         return four_over_six.scaled_tiles(t, amax_tensor, g_enc, s, bound, fast)
-    g_dec = torch.tensor(1.0) / g_enc
+    g_dec = div(1.0, g_enc)
     s_blk = block_scales(t.abs().amax(dim=-1), g_enc, s)
-    enc = torch.clamp(torch.tensor(1.0) / (s_blk.to(torch.float32) * g_dec), max=FLT_MAX)
+    enc = torch.clamp(div(1.0, s_blk.to(torch.float32) * g_dec), max=FLT_MAX)
     rnd = round_to_grid_fast if fast else round_to_grid
     q = rnd(t * enc.unsqueeze(-1), s.element, s.rounding, noise)
     return q, s_blk
@@ -109,7 +110,7 @@ def fake_tiles(
 
 def decode_scale(amax_tensor: torch.Tensor, bound: float = E4M3.max) -> torch.Tensor:
     """The second-level decode scale amax / (bound * 6), the GEMM's alpha per operand (TE `qgemm`)."""
-    return amax_tensor / (bound * FP4_MAX)
+    return div(amax_tensor, bound * FP4_MAX)
 
 
 def dequantize_tiles(

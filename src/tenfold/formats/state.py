@@ -18,6 +18,8 @@ from enum import StrEnum
 
 import torch
 
+from tenfold.formats.division import div
+
 
 class AmaxAlgo(StrEnum):
     MAX = "max"
@@ -70,7 +72,7 @@ class AmaxHistory:
     def update(self) -> None:
         """Step boundary: new scale from the history, then roll the history and clear slot 0."""
         amax = self.window_amax()
-        new = (self.fp8_max / amax) / (2.0**self.margin)
+        new = div(1.0, amax) * self.fp8_max / (2.0**self.margin)  # Python's max / amax, reproduced
         keep = (amax <= 0) | ~torch.isfinite(amax)
         self.scale = torch.where(keep, self.scale, new)
         self.history = torch.roll(self.history, -1)
