@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -129,12 +131,17 @@ def test_native_gemms_on_gpu_match_the_emulation(name):
 def test_emulation_is_bit_identical_on_cpu_and_gpu():
     torch.manual_seed(0)
     outs = []
+    # one set of inputs and parameters, made on the CPU: CUDA's RNG and linspace give other values
+    base = QuantLinear(128, 64, recipe=recipe("nvfp4"), backend="emulated", seed=3)
+    base.weight.data.copy_(torch.linspace(-1, 1, 128 * 64).reshape(64, 128))
+    x0 = torch.linspace(-3, 3, 96 * 128).reshape(96, 128)
+    # a fixed output gradient: one computed from `out` would carry the GEMM's summation-order difference
+    dy0 = torch.cos(torch.linspace(-5, 5, 96 * 64)).reshape(96, 64)
     for dev in ("cpu", "cuda"):
-        layer = QuantLinear(128, 64, recipe=recipe("nvfp4"), backend="emulated", device=dev, seed=3)
-        layer.weight.data.copy_(torch.linspace(-1, 1, 128 * 64).reshape(64, 128))
-        x = torch.linspace(-3, 3, 96 * 128, device=dev).reshape(96, 128).requires_grad_()
+        layer = copy.deepcopy(base).to(dev)
+        x = x0.to(dev, copy=True).requires_grad_()
         out = layer(x)
-        out.backward(torch.cos(out.detach()))
+        out.backward(dy0.to(dev))
         outs.append([t.cpu() for t in (out.detach(), x.grad, layer.weight.grad)])
     # the quantized operands are identical; fp32 GEMM sums may differ in order on the two devices
     for c, g in zip(*outs, strict=True):
