@@ -24,6 +24,7 @@ are the native FP8 tensor cores to it.
     python benchmarks/gpu_check.py --device cpu    # part (a) and (b) between CPU paths
     python benchmarks/gpu_check.py --paths eager,compiled   # also hold the compiled GPU path bit-exact
     python benchmarks/gpu_check.py --quant-backend eager    # time the eager emulation (no compile wait)
+    python benchmarks/gpu_check.py --parts none             # part (a) only
 
 On a machine without CUDA and without `--device cpu` it prints "no CUDA device: nothing to check" and
 exits 0.
@@ -305,6 +306,40 @@ def native_speed(name: str, device: str, *, quant_backend: str, size: int = 4096
     return res
 
 
+def print_training(device: str, args: argparse.Namespace, size: str) -> None:
+    """Part (b): median training-step time per recipe against plain bf16."""
+    print(f"\n(b) training step of the reference GPT ({size}), emulated vs plain bf16 (median)")
+    train = ["bf16", *[r for r in args.train_recipes.split(",") if r and r != "bf16"]]
+    med = time_training(
+        device,
+        train,
+        model=size,
+        steps=args.steps,
+        warmup=args.warmup,
+        quant_backend=args.quant_backend,
+    )
+    for name, t in med.items():
+        print(f"{name:<20} {1e3 * t:9.2f} ms/step  {t / med['bf16']:6.2f}x bf16")
+
+
+def print_native(device: str, quant_backend: str) -> None:
+    """Part (c): native FP8 GEMMs against the emulation, agreement and speed."""
+    print("\n(c) native FP8 (torch._scaled_mm) vs emulation")
+    cap = torch.cuda.get_device_capability() if device == "cuda" else None
+    if cap is None or cap < (8, 9):
+        why = "a CPU" if cap is None else f"SM{cap[0]}{cap[1]}"
+        print(f"skipped: FP8 tensor cores need compute capability >= 8.9, this is {why}")
+    else:
+        for name in native_recipes(device, SHAPE[1], SHAPE[2]):
+            rel = native_agreement(name, device)
+            sp = native_speed(name, device, quant_backend=quant_backend)
+            nat = sp["native"]
+            print(
+                f"{name:<20} max rel diff {rel:.2e}  fwd+bwd 4096^3: native {1e3 * nat:.2f} ms, "
+                f"emulated {sp['emulated'] / nat:.2f}x native, bf16 {sp['bf16'] / nat:.2f}x native"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default=None, help="cuda (default when present) or cpu")
@@ -322,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None, help="part (b)'s GPT size: small on CUDA, tiny on a CPU")
     ap.add_argument("--steps", type=int, default=10, help="timed training steps per recipe in part (b)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps per recipe in part (b)")
+    ap.add_argument("--parts", default="bc", help="timing parts to run after (a): bc, b, c or none")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     device = args.device or ("cuda" if torch.cuda.is_available() else None)
@@ -332,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--device {device!r}: valid: cuda, cpu")
     if device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: torch.cuda.is_available() is False")
+    if args.parts != "none" and not (args.parts and set(args.parts) <= set("bc")):
+        ap.error(f"--parts {args.parts!r}: valid: bc, b, c, none")
     names = [r for r in args.recipes.split(",") if r]
     paths = [p for p in args.paths.split(",") if p]
     for bad, valid, what in ((names, RECIPE_NAMES, "--recipes"), (paths, QUANT_PATHS, "--paths")):
@@ -363,34 +401,10 @@ def main(argv: list[str] | None = None) -> int:
     size = args.model or ("small" if device == "cuda" else "tiny")
     if size not in MODEL_SIZES:
         ap.error(f"--model {size!r}: valid: {', '.join(MODEL_SIZES)}")
-    print(f"\n(b) training step of the reference GPT ({size}), emulated vs plain bf16 (median)")
-    train = ["bf16", *[r for r in args.train_recipes.split(",") if r and r != "bf16"]]
-    med = time_training(
-        device,
-        train,
-        model=size,
-        steps=args.steps,
-        warmup=args.warmup,
-        quant_backend=args.quant_backend,
-    )
-    for name, t in med.items():
-        print(f"{name:<20} {1e3 * t:9.2f} ms/step  {t / med['bf16']:6.2f}x bf16")
-
-    print("\n(c) native FP8 (torch._scaled_mm) vs emulation")
-    cap = torch.cuda.get_device_capability() if device == "cuda" else None
-    if cap is None or cap < (8, 9):
-        why = "a CPU" if cap is None else f"SM{cap[0]}{cap[1]}"
-        print(f"skipped: FP8 tensor cores need compute capability >= 8.9, this is {why}")
-    else:
-        for name in native_recipes(device, SHAPE[1], SHAPE[2]):
-            rel = native_agreement(name, device)
-            sp = native_speed(name, device, quant_backend=args.quant_backend)
-            nat = sp["native"]
-            print(
-                f"{name:<20} max rel diff {rel:.2e}  fwd+bwd 4096^3: native {1e3 * nat:.2f} ms, "
-                f"emulated {sp['emulated'] / nat:.2f}x native, bf16 {sp['bf16'] / nat:.2f}x native"
-            )
-
+    if "b" in args.parts:
+        print_training(device, args, size)
+    if "c" in args.parts:
+        print_native(device, args.quant_backend)
     what = (
         "operand or output bit mismatches"
         if args.strict
