@@ -30,6 +30,7 @@ scale per tensor or per row. `PTQReport` (in `report.py`) gives the bytes before
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import torch
@@ -202,8 +203,11 @@ def _kept_modules(model: nn.Module, linear_names: set[str]) -> tuple[KeptModule,
     return tuple(out)
 
 
-def _layer(d: LayerDecision, w: torch.Tensor, quantized: bool, reason: str, after: int) -> PTQLayer:
+def _layer(
+    d: LayerDecision, w: torch.Tensor, quantized: bool, reason: str, after: int, scheme: str | None = None
+) -> PTQLayer:
     return PTQLayer(
+        scheme=scheme,
         name=d.name,
         kind=d.kind,
         in_features=d.in_features,
@@ -225,6 +229,7 @@ def quantize_for_inference(
     activations: bool = True,
     policy: ConversionPolicy | None = None,
     quant_backend: str = "eager",
+    layer_schemes: Mapping[str, Scheme | str | None] | None = None,
 ) -> PTQReport:
     """Quantize `model`'s linear layers for inference with `scheme`, in place; return what was done.
 
@@ -232,6 +237,10 @@ def quantize_for_inference(
     With `activations` the inputs of quantized layers are fake-quantized with the same scheme along
     the reduction axis, scales from each batch; without, they stay untouched (weight-only). `policy`
     picks the layers exactly as for `convert` (its backend fields do not apply here).
+
+    `layer_schemes` (mixed precision, e.g. from `tenfold.engine.ptq.policy.choose_policy`) maps qualified
+    layer names to their own scheme (weights, and activations when `activations`), or to None to keep that
+    layer in high precision; layers it does not name use `scheme`.
 
     >>> from torch import nn
     >>> m = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64))
@@ -253,6 +262,7 @@ def quantize_for_inference(
         )
     if not isinstance(activations, bool):
         raise ValueError(f"activations must be True or False, got {activations!r}")
+    per_layer = {k: (None if v is None else resolve_scheme(v)) for k, v in (layer_schemes or {}).items()}
     act = s if activations else None
     # A forward-only recipe lets convert() apply the policy: name filters, high-precision blocks, and
     # the whole-block check on the fprop reduction dim (in-features) for both operands.
@@ -279,13 +289,26 @@ def quantize_for_inference(
             continue
         swapped = model.get_submodule(d.name)
         assert isinstance(swapped, QuantLinear)
-        q = InferenceLinear.from_linear(original, s, act_scheme=act, quant_backend=quant_backend)
+        ls = per_layer.get(d.name, s)
+        block = ls.block[1] if ls is not None else 0
+        if ls is None or (block and d.in_features % block):
+            replace_module(model, d.name, original)
+            reason = (
+                "kept in high precision by the layer policy"
+                if ls is None
+                else f"in_features {d.in_features} is not a whole number of {ls.name} blocks of {block}"
+            )
+            layers.append(_layer(d, w, False, reason, w.numel() * w.element_size()))
+            continue
+        la = ls if activations else None
+        q = InferenceLinear.from_linear(original, ls, act_scheme=la, quant_backend=quant_backend)
         replace_module(model, d.name, q)
-        how = f"weights {s.name}, activations " + (f"{s.name} (dynamic)" if act else "high precision")
-        layers.append(_layer(d, w, True, how, q.qweight.nbytes))
+        how = f"weights {ls.name}, activations " + (f"{ls.name} (dynamic)" if la else "high precision")
+        layers.append(_layer(d, w, True, how, q.qweight.nbytes, ls.name))
+    used = {x.scheme for x in layers if x.quantized}
     return PTQReport(
-        scheme=s.name,
-        activations=act.name if act is not None else None,
+        scheme=(next(iter(used)) if len(used) == 1 else "mixed") if used else s.name,
+        activations=(act.name if len(used) <= 1 else "mixed") if act is not None else None,
         layers=tuple(layers),
         kept_modules=kept_modules,
         model_bytes_before=bytes_before,

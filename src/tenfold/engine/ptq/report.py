@@ -21,6 +21,7 @@ class PTQLayer:
         weight_numel: elements of the weight.
         weight_bytes_before: storage of the original weight.
         weight_bytes_after: storage of the weight afterwards (codes + scales when quantized).
+        scheme: the weight scheme when quantized, else None.
     """
 
     name: str
@@ -33,6 +34,7 @@ class PTQLayer:
     weight_numel: int
     weight_bytes_before: int
     weight_bytes_after: int
+    scheme: str | None = None
 
     @property
     def bits_per_element(self) -> float:
