@@ -18,7 +18,7 @@ HUGE = "100000000"
 
 def cases(tmp: Path) -> list[tuple[str, list[str], str]]:
     """(id, argv, text the message must contain)."""
-    afile, adir, short = tmp / "a_file", tmp / "a_dir", tmp / "short.txt"
+    afile, adir, short, three = tmp / "a_file", tmp / "a_dir", tmp / "short.txt", tmp / "three.txt"
     run = tmp / "run"
     return [
         ("train-out-file", ["train", "--out", str(afile)], "--out"),
@@ -49,6 +49,47 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("sensitivity-out-dir", ["sensitivity", str(run), "--policy-out", str(adir)], "--policy-out"),
         ("report-out-dir", ["report", str(run), "--out", str(adir)], "--out"),
         ("policy-dir", ["policy", str(adir)], "PATH"),
+        ("ptq-no-model", ["ptq", "--out", str(tmp / "o")], "--minilm"),
+        ("ptq-model-and-minilm", ["ptq", str(adir), "--minilm", "--out", str(tmp / "o")], "exactly one"),
+        ("ptq-model-missing", ["ptq", str(tmp / "nope"), "--out", str(tmp / "o")], "MODEL_DIR"),
+        ("ptq-model-file", ["ptq", str(afile), "--out", str(tmp / "o")], "MODEL_DIR"),
+        ("ptq-scheme", ["ptq", "--minilm", "--scheme", "fp3", "--out", str(tmp / "o")], "fp3"),
+        ("ptq-policy", ["ptq", "--minilm", "--policy", "best", "--out", str(tmp / "o")], "--policy"),
+        ("ptq-bits-uniform", ["ptq", "--minilm", "--bits", "5", "--out", str(tmp / "o")], "--policy auto"),
+        (
+            "ptq-bits-low",
+            ["ptq", "--minilm", "--policy", "auto", "--bits", "3", "--out", str(tmp / "o")],
+            "--bits",
+        ),
+        (
+            "ptq-floor-high",
+            ["ptq", "--minilm", "--policy", "auto", "--floor", "2", "--out", str(tmp / "o")],
+            "--floor",
+        ),
+        ("ptq-out-not-empty", ["ptq", "--minilm", "--out", str(tmp)], "not empty"),
+        ("ptq-out-file", ["ptq", "--minilm", "--out", str(afile)], "--out"),
+        (
+            "ptq-eval-missing",
+            ["ptq", "--minilm", "--eval", str(tmp / "nope.txt"), "--out", str(tmp / "o")],
+            "--eval",
+        ),
+        ("ptq-eval-short", ["ptq", "--minilm", "--eval", str(short), "--out", str(tmp / "o")], "at least 3"),
+        (
+            "ptq-calib-overlap",
+            [
+                "ptq",
+                "--minilm",
+                "--policy",
+                "auto",
+                "--calib",
+                str(three),
+                "--eval",
+                str(three),
+                "--out",
+                str(tmp / "o"),
+            ],
+            "share",
+        ),
     ]
 
 
@@ -62,6 +103,7 @@ def tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (t / "a_dir").mkdir()
     (t / "d.html").mkdir()
     (t / "short.txt").write_bytes(b"too short")
+    (t / "three.txt").write_text("one sentence\nanother sentence\na third sentence\n")
     (t / "run").mkdir()
     return t
 

@@ -23,6 +23,7 @@ COMMANDS = [
     "fleet plan",
     "inspect",
     "policy",
+    "ptq",
     "report",
     "search train",
     "sensitivity",
@@ -125,6 +126,7 @@ BAD_INPUT = {  # command: (arguments, split on spaces; text the message must con
     "fleet plan": ("fleet plan missing-fleet.toml", "missing-fleet.toml"),
     "inspect": ("inspect no-such-run-dir", "no-such-run-dir"),
     "policy": ("policy missing-policy.toml", "missing-policy.toml"),
+    "ptq": ("ptq --minilm --scheme fp3 --out ptq-out", "fp3"),
     "report": ("report no-such-run-dir", "no-such-run-dir"),
     "search train": (
         "search train -m llama3-8b -g h100-sxm -n 8 --seq-len 2048 --global-batch 8 --precision fp3",

@@ -13,6 +13,7 @@ from tenfold.cli import (
     fleet,
     inspect,
     policy,
+    ptq,
     report,
     search,
     sensitivity,
@@ -59,6 +60,7 @@ app.command(name="report")(report.report)
 app.command(name="serve")(serve.serve)
 app.command(name="inspect")(inspect.inspect)
 app.command(name="policy")(policy.policy)
+app.command(name="ptq")(ptq.ptq)
 app.command(name="sensitivity")(sensitivity.sensitivity)
 app.add_typer(estimate.app, name="estimate")
 app.add_typer(search.app, name="search")
