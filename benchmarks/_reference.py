@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tenfold.train import TrainConfig
+
 SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
 MODEL = {"model": "small", "n_layers": 4, "d_model": 128, "n_heads": 4, "d_ff": 384, "seq_len": 128}
 FINAL_EVAL_BATCHES = 48  # held-out validation batches (~98k tokens) every run is scored on
@@ -32,3 +34,17 @@ def add_training_args(ap: argparse.ArgumentParser, *, steps: int = 500) -> None:
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--data", default=None, help="text file (default: tinyshakespeare, else stdlib source)")
+
+
+def config(args: argparse.Namespace, seed: int, **kw: object) -> TrainConfig:
+    """The reference GPT's training configuration from the shared options, for one seed; `kw` overrides."""
+    base = {
+        **MODEL,
+        "steps": args.steps,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "warmup_steps": args.warmup,
+        "eval_every": args.eval_every,
+        "seed": seed,
+    }
+    return TrainConfig(**{**base, **kw})

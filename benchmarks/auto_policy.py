@@ -36,24 +36,11 @@ from pathlib import Path
 
 import torch
 
-from _reference import FINAL_EVAL_BATCHES, MODEL, add_training_args, data_path
+from _reference import FINAL_EVAL_BATCHES, add_training_args, config, data_path
 from tenfold.engine import PrecisionPolicy, SensitivityTable, auto_policy, sensitivity
 from tenfold.engine.autoprecision.policy import linear_flops
 from tenfold.report.page import Chart, write_html
 from tenfold.train import ByteDataset, TrainConfig, Trainer, load_corpus
-
-
-def config(args: argparse.Namespace, seed: int, **kw: object) -> TrainConfig:
-    base = {
-        **MODEL,
-        "steps": args.steps,
-        "batch_size": args.batch_size,
-        "lr": args.lr,
-        "warmup_steps": args.warmup,
-        "eval_every": args.eval_every,
-        "seed": seed,
-    }
-    return TrainConfig(**{**base, **kw})
 
 
 def formats_of(trainer: Trainer) -> dict[str, str]:

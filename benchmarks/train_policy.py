@@ -1,0 +1,131 @@
+"""The training-aware precision policy against all-NVFP4 and NVIDIA's heuristic, paired by seed.
+
+For each seed (initial weights and batch order): a bf16 run of the reference GPT (4 blocks x 128) is
+paused at `--calib-steps`; from that checkpoint `tenfold.engine.autoprecision.training.train_sensitivity`
+takes `--probe-steps` AdamW steps per block with that block's GEMMs in NVFP4 against the same steps in
+bf16 (calibration batches no run trains on, scored on other calibration batches), and the policy keeps in
+bf16 the block whose NVFP4 steps raised the loss most, as many blocks as NVIDIA's heuristic keeps (the last
+ceil(12.5 %) of blocks: one of four), so both run the same FP4 share of GEMM FLOPs. `greedy_repair` then
+checks it with short joint runs. Each seed trains, from the same initial weights on the same batches:
+all linears NVFP4 (`nvfp4_no_hp_layers`), the heuristic (`nvfp4`) and the measured policy; scored on the
+same 48 held-out batches. Printed: mean final validation loss per configuration and the paired difference
+of the policy against the heuristic with its standard error; "beats" needs the mean below -2 SE.
+
+    python benchmarks/train_policy.py [--seeds 0,1,2,3,4,5] [--steps 300] [--out runs/train_policy]
+
+Results are cached per (configuration, seed) in --out, so a run can be resumed or split over processes
+(`--seeds 0,1,2` and `--seeds 3,4,5`, then any run over all seeds prints the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+from _reference import FINAL_EVAL_BATCHES, add_training_args, config, data_path
+from tenfold.engine.autoprecision.policy import PrecisionPolicy
+from tenfold.engine.autoprecision.training import greedy_repair, train_sensitivity
+from tenfold.engine.convert import ConversionPolicy
+from tenfold.train import ByteDataset, Trainer, load_corpus
+from tenfold.train.compare import paired_difference
+
+FP4 = "nvfp4_no_hp_layers"
+CONFIGS = {"all nvfp4": {"recipe": FP4}, "NVIDIA heuristic": {"recipe": "nvfp4"}}
+
+
+def choose(args: argparse.Namespace, data: ByteDataset, seed: int, out: Path) -> tuple[Path, dict]:
+    cfg = config(args, seed, recipe="bf16")
+    tr = Trainer(cfg, dataset=data)
+    while tr.step < args.calib_steps:
+        tr.train_step()
+    seq = cfg.gpt_config().seq_len
+    batches = data.calibration_batches(args.probe_steps + 4, args.batch_size, seq, seed)
+    train, held = batches[: args.probe_steps], batches[args.probe_steps :]
+
+    def make_opt(params):  # the trainer's optimizer and learning rate at the checkpoint
+        return torch.optim.AdamW(params, lr=args.lr, weight_decay=0.1)
+
+    t0 = time.perf_counter()
+    pol = ConversionPolicy(quant_backend="eager")
+    s = train_sensitivity(tr.model, make_opt, train, held, (FP4,), policy=pol)
+    harm = {g: d[FP4] for g, d in s.delta.items()}
+    keep = max(harm, key=harm.get)
+    fp4_groups = [g for g in s.layers if g != keep]
+    final, trials = greedy_repair(tr.model, make_opt, train, held, s, fp4_groups, fp4=FP4, policy=pol)
+    took = time.perf_counter() - t0
+    fp4_layers = {n for g in final for n in s.layers[g]}
+    layers = {n: ("nvfp4" if n in fp4_layers else "bf16") for names in s.layers.values() for n in names}
+    path = PrecisionPolicy(layers=layers, meta={"score": "training", "seed": seed}).save(
+        out / f"policy_seed{seed}.toml"
+    )
+    info = {"delta": harm, "kept_bf16": sorted(set(s.layers) - set(final)), "trials": trials, "seconds": took}
+    print(
+        f"seed {seed}: block harm {json.dumps({k: round(v, 4) for k, v in harm.items()})}; "
+        f"bf16: {info['kept_bf16']} ({took:.0f} s, {len(trials)} repair trial(s))",
+        flush=True,
+    )
+    return path, info
+
+
+def run(args: argparse.Namespace, data: ByteDataset, name: str, seed: int, out: Path, **kw: object) -> float:
+    cache = out / f"{name.replace(' ', '_')}_seed{seed}.json"
+    if cache.exists():
+        return json.loads(cache.read_text())["final_val_loss"]
+    t0 = time.perf_counter()
+    tr = Trainer(config(args, seed, **kw), dataset=data)
+    tr.run()
+    loss = tr.evaluate(FINAL_EVAL_BATCHES)
+    cache.write_text(json.dumps({"final_val_loss": loss, "seconds": time.perf_counter() - t0}))
+    print(f"{name:<18} seed {seed}: final val loss {loss:.4f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return loss
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_training_args(ap, steps=300)
+    ap.add_argument("--seeds", default="0,1,2,3,4,5")
+    ap.add_argument("--calib-steps", type=int, default=100, help="bf16 steps before the measurement")
+    ap.add_argument("--probe-steps", type=int, default=8, help="optimizer steps per block and format")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default="runs/train_policy")
+    args = ap.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    data = ByteDataset.from_bytes(load_corpus(data_path(args.data)))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    losses: dict[str, list[float]] = {k: [] for k in (*CONFIGS, "training-aware policy")}
+    for seed in seeds:
+        info_path = out / f"policy_seed{seed}.json"
+        if info_path.exists():
+            path = out / f"policy_seed{seed}.toml"
+        else:
+            path, info = choose(args, data, seed, out)
+            info_path.write_text(json.dumps(info, indent=1))
+        for name, kw in CONFIGS.items():
+            losses[name].append(run(args, data, name, seed, out, **kw, eval_every=0))
+        losses["training-aware policy"].append(
+            run(args, data, "training-aware policy", seed, out, policy=str(path), eval_every=0)
+        )
+    print(
+        f"\n4x128 GPT, {args.steps} steps, {len(seeds)} seeds; final val loss ({FINAL_EVAL_BATCHES} batches)"
+    )
+    for name, v in losses.items():
+        print(f"{name:<24} mean {sum(v) / len(v):.4f}  " + " ".join(f"{x:.4f}" for x in v))
+    for name in ("all nvfp4", "training-aware policy"):
+        d = paired_difference(losses[name], losses["NVIDIA heuristic"])
+        beats = not math.isnan(d.se) and d.mean < -2 * d.se
+        verdict = "beats" if beats else "does not beat"
+        tail = f"  -> {verdict} the heuristic by > 2 SE" if name != "all nvfp4" else ""
+        print(f"{name} - heuristic: {d.mean:+.4f} +- {d.se:.4f} (SE, n={d.n}){tail}")
+
+
+if __name__ == "__main__":
+    main()
