@@ -203,3 +203,20 @@ def test_short_runs_quantize_eagerly_under_auto(quant_backend, steps, want):
     trainer = Trainer(cfg, dataset=SMALL)
     layers = [m for m in trainer.model.modules() if hasattr(m, "quant_backend")]
     assert layers and {m.quant_backend for m in layers} == {want}
+
+
+def test_a_policy_with_the_recipes_layout_trains_exactly_like_the_recipe(tmp_path):
+    """A policy's recipes take the run's seed (stochastic-rounding noise), so a policy that repeats the
+    nvfp4 recipe's layout (last block of 2 in bf16) is the same run, bit for bit, for every seed."""
+    from tenfold.engine.autoprecision.policy import PrecisionPolicy
+
+    names = [f"blocks.{i}.{k}" for i in range(2) for k in ("attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2")]
+    layers = {n: "nvfp4" if n.startswith("blocks.0.") else "bf16" for n in names}
+    path = PrecisionPolicy(layers=layers).save(tmp_path / "same.toml")
+    for seed in (3, 4):
+        base = {"model": "tiny", "seq_len": 32, "steps": 4, "batch_size": 4, "eval_every": 0, "seed": seed}
+        a = Trainer(TrainConfig(recipe="nvfp4", **base), dataset=SMALL)
+        b = Trainer(TrainConfig(policy=str(path), **base), dataset=SMALL)
+        a.run()
+        b.run()
+        assert a.evaluate(2) == b.evaluate(2)

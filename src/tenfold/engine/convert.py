@@ -283,12 +283,18 @@ def _block_misfit(r: Recipe, in_features: int, out_features: int) -> str | None:
 
 
 def convert(
-    model: nn.Module, recipe: Recipe | str | Path | PrecisionPolicy, *, policy: ConversionPolicy | None = None
+    model: nn.Module,
+    recipe: Recipe | str | Path | PrecisionPolicy,
+    *,
+    policy: ConversionPolicy | None = None,
+    seed: int | None = None,
 ) -> ConversionReport:
     """Swap `model`'s linear layers for QuantLinear per `recipe` and `policy`, in place.
 
     `recipe` may also be a per-layer `PrecisionPolicy` or the path of its TOML file (`tenfold policy`
     writes one): each listed layer gets its own format; unlisted and bf16 layers stay high precision.
+    `seed` replaces the seed of recipes built from a name or a policy (stochastic-rounding noise), so
+    that a policy run and a recipe run of the same seed draw the same noise; a `Recipe` keeps its own.
 
     >>> from torch import nn
     >>> m = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64))
@@ -298,17 +304,23 @@ def convert(
     already = tuple(n for n, m in model.named_modules() if isinstance(m, QuantLinear))
     if already:
         warnings.warn(_already_note(already), stacklevel=2)
-    return replace(_convert(model, recipe, policy), already_quantized=already)
+    return replace(_convert(model, recipe, policy, seed), already_quantized=already)
 
 
 def _convert(
-    model: nn.Module, recipe: Recipe | str | Path | PrecisionPolicy, policy: ConversionPolicy | None
+    model: nn.Module,
+    recipe: Recipe | str | Path | PrecisionPolicy,
+    policy: ConversionPolicy | None,
+    seed: int | None = None,
 ) -> ConversionReport:
     if isinstance(recipe, Path) or (isinstance(recipe, str) and recipe.endswith(".toml")):
         recipe = PrecisionPolicy.load(recipe)
     if isinstance(recipe, PrecisionPolicy):
-        return _convert_per_layer(model, recipe, policy or ConversionPolicy())
-    r = build_recipe(recipe) if isinstance(recipe, str) else recipe
+        return _convert_per_layer(model, recipe, policy or ConversionPolicy(), seed)
+    if isinstance(recipe, str):
+        r = build_recipe(recipe) if seed is None else build_recipe(recipe, seed=seed)
+    else:
+        r = recipe
     if not isinstance(r, Recipe):
         raise ValueError(f"recipe must be a Recipe or a recipe name, got {type(recipe).__name__}")
     pol = policy or ConversionPolicy()
@@ -397,7 +409,9 @@ def _keep_reason(
     return None
 
 
-def _convert_per_layer(model: nn.Module, pp: PrecisionPolicy, pol: ConversionPolicy) -> ConversionReport:
+def _convert_per_layer(
+    model: nn.Module, pp: PrecisionPolicy, pol: ConversionPolicy, seed: int | None
+) -> ConversionReport:
     """One `convert` pass per format over exactly the layers the policy gives it, then one report."""
     cands = _candidates(model)
     unknown = sorted(set(pp.layers) - {c.name for c in cands})
@@ -407,7 +421,7 @@ def _convert_per_layer(model: nn.Module, pp: PrecisionPolicy, pol: ConversionPol
     for fmt in sorted({f for f in pp.layers.values() if f != "bf16"}):
         mine = tuple(f"^{re.escape(n)}$" for n, f in pp.layers.items() if f == fmt)
         one = replace(pol, include=mine, exclude=(), hp_first_blocks=0, hp_last_blocks=0)
-        rep = _convert(model, fmt, one)
+        rep = _convert(model, fmt, one, seed)
         done.update({d.name: d for d in rep.layers if pp.layers.get(d.name) == fmt})
     decisions = []
     for c in cands:

@@ -257,7 +257,10 @@ class Trainer:
             backend=config.backend, quant_backend=quant_path_for(config), hp_last_blocks=config.hp_last_blocks
         )
         target = PrecisionPolicy.load(config.policy) if config.policy else config.build_recipe()
-        self.conversion = convert(self.model, target, policy=policy)
+        # a policy's recipes take the run's seed, as the named recipe does (`build_recipe`)
+        self.conversion = convert(
+            self.model, target, policy=policy, seed=config.seed if config.policy else None
+        )
         self.recorder: Recorder | None = None
         if recorder is not None:
             self.attach_recorder(recorder)
