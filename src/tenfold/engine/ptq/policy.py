@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from tenfold.engine.autoprecision.policy import toml_value
 from tenfold.formats import quantize, scheme
 
 CANDIDATES: tuple[str, ...] = ("nvfp4", "mxfp4", "mxfp8_e4m3", "fp8_e4m3_row")
@@ -69,18 +70,10 @@ class InferencePolicy:
             **self.meta,
         }
         for k, v in meta.items():
-            lines.append(f"{k} = {_toml_value(v)}")
+            lines.append(f"{k} = {toml_value(v)}")
         lines.append("[layers]")
         lines += [f'"{k}" = "{v}"' for k, v in self.layers.items()]
         return "\n".join(lines) + "\n"
-
-
-def _toml_value(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(float(v)) if isinstance(v, float) else str(v)
-    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def read_policy(path: str | Path) -> InferencePolicy:
