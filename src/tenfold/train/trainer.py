@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from tenfold.engine import ConversionPolicy, ConversionReport, Recipe, convert, recipe, update_scaling
 from tenfold.engine.autoprecision.policy import PrecisionPolicy
@@ -243,16 +244,26 @@ class Trainer:
     """Builds the model, converts it to the recipe, and trains it step by step."""
 
     def __init__(
-        self, config: TrainConfig, *, dataset: ByteDataset | None = None, recorder: Recorder | None = None
+        self,
+        config: TrainConfig,
+        *,
+        dataset: ByteDataset | None = None,
+        recorder: Recorder | None = None,
+        model: Callable[[], nn.Module] | None = None,
     ) -> None:
         """`recorder`: an optional telemetry `Recorder`, attached to the converted model; the trainer
-        brackets every training step with its `begin_step` / `end_step` (evaluation is never sampled)."""
+        brackets every training step with its `begin_step` / `end_step` (evaluation is never sampled).
+
+        `model`: builds the module to train in place of the reference GPT (e.g. `tenfold.train.hf.llama`
+        with its shape bound); it is called after seeding with `config.seed`, so initial weights follow
+        the seed, and must map token ids (B, seq_len) to logits (B, seq_len, 256). `config` still gives the
+        sequence length, the schedule and the recipe; its other shape fields are not used."""
         self.config = config
         cfg = config.gpt_config()
         self.dataset = dataset or ByteDataset.from_bytes(load_corpus(config.data, config.max_corpus_bytes))
         self.dataset.check_fits(cfg.seq_len, config.data)
         torch.manual_seed(config.seed)
-        self.model = GPT(cfg)
+        self.model = GPT(cfg) if model is None else model()
         policy = ConversionPolicy(
             backend=config.backend, quant_backend=quant_path_for(config), hp_last_blocks=config.hp_last_blocks
         )
