@@ -104,6 +104,15 @@ def test_cli_train_writes_metrics_plot_and_json(tmp_path):
     assert json.loads((run / "summary.json").read_text())["final_val_loss"] == summary["final_val_loss"]
 
 
+def test_cli_train_in_bf16_writes_its_run_though_nothing_is_quantized(tmp_path):
+    args = ["train", "--recipe", "bf16", "--model", "tiny", "--seq-len", "32", "--steps", "3"]
+    r = CliRunner().invoke(app, [*args, "--batch-size", "4", "--out", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.output
+    run = tmp_path / "bf16"
+    assert (run / "telemetry.jsonl").read_text() == ""  # nothing quantized, so nothing recorded
+    assert json.loads(r.stdout)["converted_layers"] == 0 and (run / "loss.html").is_file()
+
+
 def test_cli_rejects_bad_input_with_exit_code_2(tmp_path):
     r = CliRunner().invoke(app, ["train", "--recipe", "fp3", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "unknown recipe" in r.output

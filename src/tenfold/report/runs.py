@@ -50,9 +50,8 @@ def load_run(path: str | Path) -> Run:
     if not rows:
         raise ValueError(f"{metrics}: no rows")
     tele = p / "telemetry.jsonl"
+    # an empty telemetry file is a run with nothing quantized (bf16): no telemetry, not an error
     telemetry = read_jsonl(tele, TELEMETRY_KEYS) if tele.is_file() else []
-    if tele.is_file() and not telemetry:
-        raise ValueError(f"{tele}: no rows")
     summary_path = p / "summary.json"
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
     return Run(
