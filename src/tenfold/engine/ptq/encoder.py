@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+
+from tenfold.engine.ptq.metrics import embedding_agreement
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ptq"
 CALIBRATION_SENTENCES = DATA / "calibration_sentences.txt"
@@ -50,3 +54,29 @@ def load_encoder(model_dir: str | Path | None = None) -> Any:
 def embed(model: Any, sentences: list[str]) -> torch.Tensor:
     """fp32 sentence embeddings (rows) of `sentences`."""
     return model.encode(sentences, convert_to_tensor=True, batch_size=64, show_progress_bar=False).float()
+
+
+@dataclass(frozen=True)
+class SentenceTask:
+    """What an encoder is calibrated on (sentences used to choose a policy) and scored on (held-out
+    sentences), with the same two methods as `tenfold.train.ptq.LMTask`."""
+
+    calibration: list[str]
+    evaluation: list[str]
+
+    def calibration_outputs(self, model: Any) -> torch.Tensor:
+        """Unit-norm embeddings of the calibration sentences: their relative squared error is 2(1 - cos)."""
+        return F.normalize(embed(model, self.calibration), dim=-1)
+
+    def score(self, reference: Any, quantized: Any) -> dict[str, Any]:
+        """Embedding agreement of the quantized model with the reference on the evaluation sentences."""
+        agree = embedding_agreement(embed(reference, self.evaluation), embed(quantized, self.evaluation))
+        return {
+            "agreement": {
+                "mean_cosine": agree.mean_cosine,
+                "min_cosine": agree.min_cosine,
+                "spearman": agree.spearman,
+            },
+            "eval_sentences": len(self.evaluation),
+            "calibration_sentences": len(self.calibration),
+        }
