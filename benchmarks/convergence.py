@@ -50,14 +50,9 @@ import torch
 from _reference import FINAL_EVAL_BATCHES, MODEL, add_training_args, data_path
 from tenfold.report.page import HtmlTable, render_html
 from tenfold.report.runs import Run, run_charts, runs_table
+from tenfold.stats import paired_difference, sample_std
 from tenfold.train import ByteDataset, TrainConfig, Trainer, load_corpus
-from tenfold.train.compare import (
-    format_recipe_spec,
-    paired_difference,
-    parse_recipe_spec,
-    sample_std,
-    split_specs,
-)
+from tenfold.train.compare import format_recipe_spec, parse_recipe_spec, split_specs
 
 CORE = "bf16,fp8_current,fp8_block,mxfp8,nvfp4,mxfp4"
 CACHE_VERSION = 1

@@ -4,7 +4,7 @@ For each seed (initial weights and batch order): a bf16 run of the reference GPT
 paused at `--calib-steps`; from that checkpoint `tenfold.engine.autoprecision.training.train_sensitivity`
 takes `--probe-steps` AdamW steps per block with that block's GEMMs in NVFP4 against the same steps in
 bf16 (calibration batches no run trains on, scored on other calibration batches), and the policy keeps in
-bf16 the block whose NVFP4 steps raised the loss most, as many blocks as NVIDIA's heuristic keeps (the last
+bf16 the blocks whose NVFP4 steps raised the loss most, as many as NVIDIA's heuristic keeps (the last
 ceil(12.5 %) of blocks: one of four), so both run the same FP4 share of GEMM FLOPs. `greedy_repair` then
 checks it with short joint runs. Each seed trains, from the same initial weights on the same batches:
 all linears NVFP4 (`nvfp4_no_hp_layers`), the heuristic (`nvfp4`) and the measured policy; scored on the
@@ -12,6 +12,11 @@ same 48 held-out batches. Printed: mean final validation loss per configuration 
 of the policy against the heuristic with its standard error; "beats" needs the mean below -2 SE.
 
     python benchmarks/train_policy.py [--seeds 0,1,2,3,4,5] [--steps 300] [--out runs/train_policy]
+    python benchmarks/train_policy.py --model llama --out runs/train_policy_llama
+
+`--model llama` trains a Hugging Face Llama built from its configuration (`tenfold.train.hf.llama`: RMSNorm,
+SwiGLU, rotary attention), `--layers` deep (default 12, so the heuristic's tail is ceil(0.125 x 12) = 2
+blocks), d_model 128, 4 heads, d_ff 384, instead of the reference GPT; everything else is the same.
 
 Results are cached per (configuration, seed) in --out, so a run can be resumed or split over processes
 (`--seeds 0,1,2` and `--seeds 3,4,5`, then any run over all seeds prints the table).
@@ -28,20 +33,34 @@ from pathlib import Path
 
 import torch
 
-from _reference import FINAL_EVAL_BATCHES, add_training_args, config, data_path
+from _reference import FINAL_EVAL_BATCHES, MODEL, add_training_args, config, data_path
+from tenfold.engine import recipe
 from tenfold.engine.autoprecision.policy import PrecisionPolicy
 from tenfold.engine.autoprecision.training import greedy_repair, train_sensitivity
 from tenfold.engine.convert import ConversionPolicy
+from tenfold.stats import paired_difference
 from tenfold.train import ByteDataset, Trainer, load_corpus
-from tenfold.train.compare import paired_difference
+from tenfold.train.hf import llama
 
 FP4 = "nvfp4_no_hp_layers"
 CONFIGS = {"all nvfp4": {"recipe": FP4}, "NVIDIA heuristic": {"recipe": "nvfp4"}}
 
 
+def builder(args: argparse.Namespace):
+    """The model factory the trainer calls after seeding: None for the reference GPT, else a Llama."""
+    if args.model == "gpt":
+        return None
+    shape = {k: MODEL[k] for k in ("d_model", "n_heads", "d_ff", "seq_len")}
+    return lambda: llama(n_layers=args.layers, **shape)
+
+
+def shape(args: argparse.Namespace) -> dict:
+    return {} if args.model == "gpt" else {"n_layers": args.layers}
+
+
 def choose(args: argparse.Namespace, data: ByteDataset, seed: int, out: Path) -> tuple[Path, dict]:
-    cfg = config(args, seed, recipe="bf16")
-    tr = Trainer(cfg, dataset=data)
+    cfg = config(args, seed, recipe="bf16", **shape(args))
+    tr = Trainer(cfg, dataset=data, model=builder(args))
     while tr.step < args.calib_steps:
         tr.train_step()
     seq = cfg.gpt_config().seq_len
@@ -55,8 +74,9 @@ def choose(args: argparse.Namespace, data: ByteDataset, seed: int, out: Path) ->
     pol = ConversionPolicy(quant_backend="eager")
     s = train_sensitivity(tr.model, make_opt, train, held, (FP4,), policy=pol)
     harm = {g: d[FP4] for g, d in s.delta.items()}
-    keep = max(harm, key=harm.get)
-    fp4_groups = [g for g in s.layers if g != keep]
+    n_keep = math.ceil(recipe("nvfp4").hp_tail * len(s.layers) - 1e-9)  # as many as the heuristic keeps
+    keep = sorted(harm, key=harm.get, reverse=True)[:n_keep]
+    fp4_groups = [g for g in s.layers if g not in keep]
     final, trials = greedy_repair(tr.model, make_opt, train, held, s, fp4_groups, fp4=FP4, policy=pol)
     took = time.perf_counter() - t0
     fp4_layers = {n for g in final for n in s.layers[g]}
@@ -78,7 +98,7 @@ def run(args: argparse.Namespace, data: ByteDataset, name: str, seed: int, out: 
     if cache.exists():
         return json.loads(cache.read_text())["final_val_loss"]
     t0 = time.perf_counter()
-    tr = Trainer(config(args, seed, **kw), dataset=data)
+    tr = Trainer(config(args, seed, **kw, **shape(args)), dataset=data, model=builder(args))
     tr.run()
     loss = tr.evaluate(FINAL_EVAL_BATCHES)
     cache.write_text(json.dumps({"final_val_loss": loss, "seconds": time.perf_counter() - t0}))
@@ -90,6 +110,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_training_args(ap, steps=300)
     ap.add_argument("--seeds", default="0,1,2,3,4,5")
+    ap.add_argument("--model", choices=("gpt", "llama"), default="gpt", help="reference GPT or HF Llama")
+    ap.add_argument("--layers", type=int, default=12, help="--model llama: number of blocks")
     ap.add_argument("--calib-steps", type=int, default=100, help="bf16 steps before the measurement")
     ap.add_argument("--probe-steps", type=int, default=8, help="optimizer steps per block and format")
     ap.add_argument("--threads", type=int, default=1)
@@ -114,9 +136,8 @@ def main() -> None:
         losses["training-aware policy"].append(
             run(args, data, "training-aware policy", seed, out, policy=str(path), eval_every=0)
         )
-    print(
-        f"\n4x128 GPT, {args.steps} steps, {len(seeds)} seeds; final val loss ({FINAL_EVAL_BATCHES} batches)"
-    )
+    what = "4x128 GPT" if args.model == "gpt" else f"{args.layers}x128 Llama (HF, from config)"
+    print(f"\n{what}, {args.steps} steps, {len(seeds)} seeds; final val loss ({FINAL_EVAL_BATCHES} batches)")
     for name, v in losses.items():
         print(f"{name:<24} mean {sum(v) / len(v):.4f}  " + " ".join(f"{x:.4f}" for x in v))
     for name in ("all nvfp4", "training-aware policy"):

@@ -9,16 +9,9 @@ from dataclasses import asdict
 
 import pytest
 
+from tenfold.stats import paired_difference, sample_std, t_quantile_975
 from tenfold.train import ByteDataset, TrainConfig, Trainer
-from tenfold.train.compare import (
-    format_recipe_spec,
-    paired_difference,
-    parse_recipe_spec,
-    parse_value,
-    sample_std,
-    split_specs,
-    t_quantile_975,
-)
+from tenfold.train.compare import format_recipe_spec, parse_recipe_spec, parse_value, split_specs
 
 TINY = {"n_layers": 4, "d_model": 32, "n_heads": 2, "d_ff": 64, "seq_len": 16}
 
