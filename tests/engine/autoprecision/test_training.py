@@ -51,7 +51,9 @@ def test_scores_per_block_with_a_high_precision_control(model: GPT) -> None:
     for g in s.layers:
         # bf16 quantizes nothing: the same run as high precision, to the bit
         assert s.delta[g]["bf16"] == 0.0 and s.update_cosine[g]["bf16"] == pytest.approx(1.0)
+        assert s.delta_se[g]["bf16"] == 0.0  # identical per-batch losses
         assert s.delta[g]["nvfp4_no_hp_layers"] != 0.0
+        assert s.delta_se[g]["nvfp4_no_hp_layers"] > 0.0
         assert 0.0 < s.update_cosine[g]["nvfp4_no_hp_layers"] < 1.0
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 

@@ -30,6 +30,7 @@ from torch import nn
 from tenfold.engine.autoprecision.sensitivity import cross_entropy_loss
 from tenfold.engine.convert import ConversionPolicy, convert
 from tenfold.engine.recipes import RECIPE_NAMES
+from tenfold.stats import paired_difference
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 OptFactory = Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
@@ -39,9 +40,12 @@ POLICY = ConversionPolicy(hp_first_blocks=0, hp_last_blocks=0)
 @dataclass(frozen=True, kw_only=True)
 class TrainingSensitivity:
     """Scores per group and candidate: `delta[group][candidate]` (loss after the steps minus the
-    high-precision run's), `update_cosine[group][candidate]`; `layers[group]`: its layer names; the cost."""
+    high-precision run's), `delta_se[group][candidate]` (its standard error over the held-out batches,
+    from the per-batch paired differences: a delta within about 2 SE of zero is not a measured harm),
+    `update_cosine[group][candidate]`; `layers[group]`: its layer names; the cost."""
 
     delta: dict[str, dict[str, float]]
+    delta_se: dict[str, dict[str, float]]
     update_cosine: dict[str, dict[str, float]]
     layers: dict[str, tuple[str, ...]]
     hp_loss: float
@@ -68,9 +72,10 @@ def _run(
     loss_fn: LossFn,
     seed: int,
     pol: ConversionPolicy,
-) -> tuple[float, dict[str, torch.Tensor]]:
-    """A copy of `model` with `layer_recipes` applied takes one step per training batch; returns the mean
-    held-out loss afterwards and each parameter's update (by the original model's parameter names)."""
+) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """A copy of `model` with `layer_recipes` applied takes one step per training batch; returns the
+    held-out loss of each evaluation batch afterwards and each parameter's update (by the original model's
+    parameter names)."""
     m = copy.deepcopy(model)
     for rec in sorted(set(layer_recipes.values())):
         names = [n for n, r in layer_recipes.items() if r == rec]
@@ -86,8 +91,12 @@ def _run(
         opt.step()
     m.eval()
     with torch.no_grad():
-        loss = sum(loss_fn(m(x), y).item() for x, y in evaluate) / len(evaluate)
-    return loss, {n: p.detach() - before[n] for n, p in m.named_parameters()}
+        losses = [loss_fn(m(x), y).item() for x, y in evaluate]
+    return losses, {n: p.detach() - before[n] for n, p in m.named_parameters()}
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
 
 
 def _cosine(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], layers: Sequence[str]) -> float:
@@ -136,7 +145,7 @@ def train_sensitivity(
     pol = replace(policy or POLICY, hp_first_blocks=0, hp_last_blocks=0)
     groups = _groups(model, cands[0], pol, by)
     t0 = time.perf_counter()
-    hp_loss, hp_update = _run(model, {}, make_opt, train, evaluate, lf, seed, pol)
+    hp_losses, hp_update = _run(model, {}, make_opt, train, evaluate, lf, seed, pol)
     runs = len(groups) * len(cands)
     hp_s = time.perf_counter() - t0
     if max_seconds is not None and hp_s * (1 + runs) > max_seconds:
@@ -146,21 +155,24 @@ def train_sensitivity(
             f"max_seconds {max_seconds:g}"
         )
     delta: dict[str, dict[str, float]] = {g: {} for g in groups}
+    delta_se: dict[str, dict[str, float]] = {g: {} for g in groups}
     cosine: dict[str, dict[str, float]] = {g: {} for g in groups}
     done = 0
     for g, names in groups.items():
         for c in cands:
-            loss, update = _run(model, dict.fromkeys(names, c), make_opt, train, evaluate, lf, seed, pol)
-            delta[g][c] = loss - hp_loss
+            losses, update = _run(model, dict.fromkeys(names, c), make_opt, train, evaluate, lf, seed, pol)
+            delta[g][c] = _mean(losses) - _mean(hp_losses)
+            delta_se[g][c] = paired_difference(losses, hp_losses).se
             cosine[g][c] = _cosine(update, hp_update, names)
             done += 1
             if progress is not None:
                 progress(done, runs)
     return TrainingSensitivity(
         delta=delta,
+        delta_se=delta_se,
         update_cosine=cosine,
         layers=groups,
-        hp_loss=hp_loss,
+        hp_loss=_mean(hp_losses),
         steps=len(train),
         optimizer_steps=len(train) * (1 + runs),
         seconds=time.perf_counter() - t0,
@@ -196,7 +208,7 @@ def greedy_repair(
 
     def joint(groups: Sequence[str]) -> float:
         recipes = {n: fp4 for g in groups for n in sens.layers[g]}
-        return _run(model, recipes, make_opt, train, evaluate, lf, seed, pol)[0]
+        return _mean(_run(model, recipes, make_opt, train, evaluate, lf, seed, pol)[0])
 
     def harm(g: str) -> float:
         return sens.delta[g].get(fp4, max(sens.delta[g].values()))
