@@ -6,10 +6,13 @@ takes `--probe-steps` AdamW steps per block with that block's GEMMs in NVFP4 aga
 bf16 (calibration batches no run trains on, scored on other calibration batches), and the policy keeps in
 bf16 the blocks whose NVFP4 steps raised the loss most, as many as NVIDIA's heuristic keeps (the last
 ceil(12.5 %) of blocks: one of four), so both run the same FP4 share of GEMM FLOPs. `greedy_repair` then
-checks it with short joint runs. Each seed trains, from the same initial weights on the same batches:
-all linears NVFP4 (`nvfp4_no_hp_layers`), the heuristic (`nvfp4`) and the measured policy; scored on the
-same 48 held-out batches. Printed: mean final validation loss per configuration and the paired difference
-of the policy against the heuristic with its standard error; "beats" needs the mean below -2 SE.
+checks it with short joint runs. The gated policy trusts only harms beyond twice their standard error
+(over the held-out calibration batches) and gives the slots they do not fill to the heuristic's blocks,
+so where nothing is measured it is the heuristic. Each seed trains, from the same initial weights on the
+same batches: all linears NVFP4 (`nvfp4_no_hp_layers`), the heuristic (`nvfp4`) and both policies; scored
+on the same 48 held-out batches. Printed: mean final validation loss per configuration and the paired
+difference of each policy against the heuristic with its standard error; "beats" needs the mean below
+-2 SE (two policies are tested, so one "beats" in two tries is weaker evidence than it reads).
 
     python benchmarks/train_policy.py [--seeds 0,1,2,3,4,5] [--steps 300] [--out runs/train_policy]
     python benchmarks/train_policy.py --model llama --out runs/train_policy_llama
@@ -44,6 +47,7 @@ from tenfold.train.hf import llama
 
 FP4 = "nvfp4_no_hp_layers"
 CONFIGS = {"all nvfp4": {"recipe": FP4}, "NVIDIA heuristic": {"recipe": "nvfp4"}}
+POLICIES = ("training-aware policy", "gated policy")
 
 
 def builder(args: argparse.Namespace):
@@ -58,7 +62,7 @@ def shape(args: argparse.Namespace) -> dict:
     return {} if args.model == "gpt" else {"n_layers": args.layers}
 
 
-def choose(args: argparse.Namespace, data: ByteDataset, seed: int, out: Path) -> tuple[Path, dict]:
+def choose(args: argparse.Namespace, data: ByteDataset, seed: int, out: Path) -> dict:
     cfg = config(args, seed, recipe="bf16", **shape(args))
     tr = Trainer(cfg, dataset=data, model=builder(args))
     while tr.step < args.calib_steps:
@@ -74,23 +78,45 @@ def choose(args: argparse.Namespace, data: ByteDataset, seed: int, out: Path) ->
     pol = ConversionPolicy(quant_backend="eager")
     s = train_sensitivity(tr.model, make_opt, train, held, (FP4,), policy=pol)
     harm = {g: d[FP4] for g, d in s.delta.items()}
+    se = {g: d[FP4] for g, d in s.delta_se.items()}
     n_keep = math.ceil(recipe("nvfp4").hp_tail * len(s.layers) - 1e-9)  # as many as the heuristic keeps
     keep = sorted(harm, key=harm.get, reverse=True)[:n_keep]
-    fp4_groups = [g for g in s.layers if g not in keep]
-    final, trials = greedy_repair(tr.model, make_opt, train, held, s, fp4_groups, fp4=FP4, policy=pol)
-    took = time.perf_counter() - t0
-    fp4_layers = {n for g in final for n in s.layers[g]}
-    layers = {n: ("nvfp4" if n in fp4_layers else "bf16") for names in s.layers.values() for n in names}
-    path = PrecisionPolicy(layers=layers, meta={"score": "training", "seed": seed}).save(
-        out / f"policy_seed{seed}.toml"
+    final, trials = greedy_repair(
+        tr.model, make_opt, train, held, s, [g for g in s.layers if g not in keep], fp4=FP4, policy=pol
     )
-    info = {"delta": harm, "kept_bf16": sorted(set(s.layers) - set(final)), "trials": trials, "seconds": took}
+    took = time.perf_counter() - t0
+    # gated: only a harm beyond 2 SE is a measurement; the slots it does not fill go to the heuristic's
+    # blocks (the last ones), so with nothing measured the gated policy is the heuristic
+    measured = sorted((g for g in harm if harm[g] > 2 * se[g]), key=harm.get, reverse=True)[:n_keep]
+    tail = sorted(s.layers, key=lambda g: int(g.split()[-1]), reverse=True)
+    gated = measured + [g for g in tail if g not in measured][: n_keep - len(measured)]
+    paths = {}
+    for name, fp4 in (
+        ("training-aware policy", final),
+        ("gated policy", [g for g in s.layers if g not in gated]),
+    ):
+        fp4_layers = {n for g in fp4 for n in s.layers[g]}
+        layers = {n: ("nvfp4" if n in fp4_layers else "bf16") for names in s.layers.values() for n in names}
+        meta = {"score": "training", "seed": seed, "select": name}
+        stem = f"{name.split()[0].replace('-', '_')}_seed{seed}"
+        paths[name] = str(PrecisionPolicy(layers=layers, meta=meta).save(out / f"policy_{stem}.toml"))
+    info = {
+        "delta": harm,
+        "delta_se": se,
+        "kept_bf16": sorted(set(s.layers) - set(final)),
+        "gated_bf16": sorted(gated),
+        "measured_beyond_2se": measured,
+        "trials": trials,
+        "seconds": took,
+        "policies": paths,
+    }
+    shown = {k: f"{harm[k]:+.4f}({se[k]:.4f})" for k in harm}
     print(
-        f"seed {seed}: block harm {json.dumps({k: round(v, 4) for k, v in harm.items()})}; "
-        f"bf16: {info['kept_bf16']} ({took:.0f} s, {len(trials)} repair trial(s))",
+        f"seed {seed}: block harm (SE) {json.dumps(shown)}; bf16: {info['kept_bf16']}, "
+        f"gated: {sorted(gated)} ({took:.0f} s, {len(trials)} repair trial(s))",
         flush=True,
     )
-    return path, info
+    return info
 
 
 def run(args: argparse.Namespace, data: ByteDataset, name: str, seed: int, out: Path, **kw: object) -> float:
@@ -123,24 +149,23 @@ def main() -> None:
     data = ByteDataset.from_bytes(load_corpus(data_path(args.data)))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    losses: dict[str, list[float]] = {k: [] for k in (*CONFIGS, "training-aware policy")}
+    losses: dict[str, list[float]] = {k: [] for k in (*CONFIGS, *POLICIES)}
     for seed in seeds:
         info_path = out / f"policy_seed{seed}.json"
         if info_path.exists():
-            path = out / f"policy_seed{seed}.toml"
+            info = json.loads(info_path.read_text())
         else:
-            path, info = choose(args, data, seed, out)
+            info = choose(args, data, seed, out)
             info_path.write_text(json.dumps(info, indent=1))
         for name, kw in CONFIGS.items():
             losses[name].append(run(args, data, name, seed, out, **kw, eval_every=0))
-        losses["training-aware policy"].append(
-            run(args, data, "training-aware policy", seed, out, policy=str(path), eval_every=0)
-        )
+        for name in POLICIES:
+            losses[name].append(run(args, data, name, seed, out, policy=info["policies"][name], eval_every=0))
     what = "4x128 GPT" if args.model == "gpt" else f"{args.layers}x128 Llama (HF, from config)"
     print(f"\n{what}, {args.steps} steps, {len(seeds)} seeds; final val loss ({FINAL_EVAL_BATCHES} batches)")
     for name, v in losses.items():
         print(f"{name:<24} mean {sum(v) / len(v):.4f}  " + " ".join(f"{x:.4f}" for x in v))
-    for name in ("all nvfp4", "training-aware policy"):
+    for name in ("all nvfp4", *POLICIES):
         d = paired_difference(losses[name], losses["NVIDIA heuristic"])
         beats = not math.isnan(d.se) and d.mean < -2 * d.se
         verdict = "beats" if beats else "does not beat"
