@@ -96,9 +96,41 @@ def test_sensitivity_command_ranks_layers_and_writes_a_policy(run_dir, tmp_path)
     assert PrecisionPolicy.load(tmp_path / "g.toml").fp4_flop_fraction(p.flops) >= 0.5
 
 
+def test_training_score_ranks_blocks_reports_its_cost_and_writes_a_policy(run_dir, tmp_path):
+    pol = tmp_path / "t.toml"
+    args = ["sensitivity", str(run_dir), "--score", "training", "--probe-steps", "2", "--batches", "2"]
+    r = runner.invoke(app, [*args, "--fp4-fraction", "0.5", "--policy-out", str(pol), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["score"] == "training" and out["probe_steps"] == 2
+    assert out["optimizer_steps"] == 2 * (1 + 2 * 2)  # bf16 run + 2 blocks x 2 formats, 2 steps each
+    assert {row["group"] for row in out["rows"]} == {"block 0", "block 1"} and len(out["rows"]) == 4
+    assert all(len(row["layers"]) == 4 and row["se"] > 0 for row in out["rows"])
+    deltas = [row["delta"] for row in out["rows"]]
+    assert deltas == sorted(deltas, reverse=True)
+    p = PrecisionPolicy.load(pol)
+    assert p.fp4_flop_fraction(p.flops) >= 0.5
+    # the block's increase is shared by its layers in proportion to their FLOPs
+    from types import SimpleNamespace
+
+    from tenfold.cli.sensitivity import block_deltas
+
+    sens = SimpleNamespace(layers={"block 0": ("a", "b")}, delta={"block 0": {"nvfp4": 0.3}})
+    got = block_deltas(sens, {"a": 1.0, "b": 2.0})
+    assert got == {"a": {"nvfp4": pytest.approx(0.1)}, "b": {"nvfp4": pytest.approx(0.2)}}
+
+
+def test_training_score_refuses_a_measurement_beyond_max_seconds(run_dir, tmp_path):
+    args = ["sensitivity", str(run_dir), "--score", "training", "--probe-steps", "2", "--batches", "1"]
+    r = runner.invoke(app, [*args, "--max-seconds", "0.001"], terminal_width=300)
+    assert r.exit_code == 2 and "max_seconds" in r.output
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
+        (["--score", "training", "--probe-steps", "0"], "probe-steps must be"),
+        (["--score", "training", "--max-seconds", "-1"], "max-seconds must be"),
         (["--fp4-fraction", "0.5", "--max-loss-increase", "0.1"], "at most one"),
         (["--candidates", "nvfp4", "--fp4-fraction", "0.5"], "needs both"),
         (["--candidates", "fp3"], "unknown candidate"),

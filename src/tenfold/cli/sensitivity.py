@@ -32,7 +32,13 @@ def sensitivity(
         None, help="write a policy whose summed loss increase stays within this (nats)"
     ),
     score: str = typer.Option(
-        "loss", help="what the policy minimises: loss (increase, forward) | gradient (error, backward too)"
+        "loss",
+        help="what the policy minimises: loss (increase, forward) | gradient (error, backward too) | "
+        "training (loss after a few optimizer steps per block)",
+    ),
+    probe_steps: int = typer.Option(8, help="--score training: optimizer steps per block and format"),
+    max_seconds: float = typer.Option(
+        1800, help="--score training: refuse to start when the estimated cost is longer (0: no bound)"
     ),
     gpu: str | None = typer.Option(
         None, help="catalog GPU for the policy's cost model (default: bits proxy)"
@@ -45,12 +51,21 @@ def sensitivity(
     With --fp4-fraction or --max-loss-increase it also chooses a format per layer and writes the
     policy, which `tenfold train --policy` and `convert()` accept.
 
+    --score training measures instead, per transformer block and format, the held-out loss after
+    --probe-steps AdamW steps with that block's three GEMMs quantized, against the same steps in bf16
+    (`tenfold.engine.autoprecision.training`); a block's loss increase is split over its layers by FLOPs
+    for the policy.
+
     Example: tenfold train --steps 300 --out runs && tenfold sensitivity runs/bf16 --fp4-fraction 0.75
     """
     names = tuple(c.strip() for c in candidates.split(",") if c.strip())
     try:  # everything that needs no model, before torch loads and the minutes-long pass starts
         if batches < 1:
             raise ValueError(f"--batches must be >= 1, got {batches}")
+        if probe_steps < 1:
+            raise ValueError(f"--probe-steps must be >= 1, got {probe_steps}")
+        if not (math.isfinite(max_seconds) and max_seconds >= 0):
+            raise ValueError(f"--max-seconds must be a finite number >= 0, got {max_seconds}")
         if top < 0:
             raise ValueError(f"--top must be >= 0, got {top}")
         if fp4_fraction is not None and max_loss_increase is not None:
@@ -78,8 +93,8 @@ def sensitivity(
 
     try:
         want_policy = fp4_fraction is not None or max_loss_increase is not None
-        if score not in SCORES:
-            raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
+        if score not in (*SCORES, "training"):
+            raise ValueError(f"score must be one of {', '.join(SCORES)}, training; got {score!r}")
         if score == "gradient" and max_loss_increase is not None:
             raise ValueError("--max-loss-increase is in loss units: use --score loss, or --fp4-fraction")
         if want_policy and not {"nvfp4", "mxfp8"} <= set(names):
@@ -91,9 +106,12 @@ def sensitivity(
         cfg, model = load_trained(run_dir)
         data = ByteDataset.from_bytes(load_corpus(cfg.data, cfg.max_corpus_bytes))
         seq = cfg.gpt_config().seq_len
-        items = data.calibration_batches(batches, cfg.batch_size, seq, cfg.seed)
+        n_train = probe_steps if score == "training" else 0
+        items = data.calibration_batches(n_train + batches, cfg.batch_size, seq, cfg.seed)
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
+    if score == "training":
+        train_items, items = items[:n_train], items[n_train:]
 
     console = Console(stderr=True)
     with Progress(
@@ -110,15 +128,18 @@ def sensitivity(
             progress.update(task, completed=done, total=total)
 
         try:
-            table = measure(model, items, candidates=names, progress=step, gradients=score == "gradient")
+            if score == "training":
+                sens = _measure_training(model, cfg, train_items, items, names, max_seconds, step)
+            else:
+                table = measure(model, items, candidates=names, progress=step, gradients=score == "gradient")
         except ValueError as err:
             raise typer.BadParameter(str(err)) from None
 
     pol = None
     path = None
     if want_policy:
-        deltas = table.deltas(score)
         flops_all = linear_flops(model, tokens=cfg.tokens_per_step)
+        deltas = block_deltas(sens, flops_all) if score == "training" else table.deltas(score)
         flops = {n: flops_all[n] for n in deltas}
         try:
             pol = auto_policy(
@@ -128,6 +149,9 @@ def sensitivity(
             raise typer.BadParameter(str(err)) from None
         path = pol.save(policy_out or Path(run_dir) / "policy.toml")
 
+    if score == "training":
+        _print_training(sens, run_dir, names, pol, path, as_json)
+        return
     if as_json:
         out = {"run": str(run_dir), **table.to_dict()}
         if top:
@@ -137,6 +161,79 @@ def sensitivity(
         typer.echo(json.dumps(out))
         return
     print_sensitivity(table, run_dir, top, cfg.tokens_per_step, pol, path)
+
+
+def _measure_training(model, cfg, train_items, eval_items, names, max_seconds, progress):
+    """`train_sensitivity` from the run's weights, with the optimizer the run ended with (AdamW, its
+    final learning rate lr x min_lr_ratio, its betas and weight decay; the moments start afresh)."""
+    import torch
+
+    from tenfold.engine.autoprecision.training import train_sensitivity
+    from tenfold.engine.convert import ConversionPolicy
+
+    def make_opt(params):
+        lr = cfg.lr * cfg.min_lr_ratio
+        return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+
+    return train_sensitivity(
+        model,
+        make_opt,
+        train_items,
+        eval_items,
+        names,
+        policy=ConversionPolicy(quant_backend="eager"),  # a few steps: compiling would cost more
+        seed=cfg.seed,
+        max_seconds=max_seconds or None,
+        progress=progress,
+    )
+
+
+def block_deltas(sens, flops: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Per-layer loss increases for `auto_policy` from per-block ones: each block's increase shared
+    among its layers in proportion to their GEMM FLOPs (so a block's layers sum to the block)."""
+    out: dict[str, dict[str, float]] = {}
+    for g, names in sens.layers.items():
+        total = sum(flops[n] for n in names)
+        for n in names:
+            out[n] = {c: d * flops[n] / total for c, d in sens.delta[g].items()}
+    return out
+
+
+def _print_training(sens, run_dir: str, names, pol, path, as_json: bool) -> None:
+    rows = [
+        {
+            "group": g,
+            "format": c,
+            "delta": sens.delta[g][c],
+            "se": sens.delta_se[g][c],
+            "update_cosine": sens.update_cosine[g][c],
+            "layers": list(sens.layers[g]),
+        }
+        for g in sens.layers
+        for c in names
+    ]
+    rows.sort(key=lambda r: -r["delta"])
+    cost = {"optimizer_steps": sens.optimizer_steps, "seconds": sens.seconds, "probe_steps": sens.steps}
+    if as_json:
+        out = {"run": str(run_dir), "score": "training", "hp_loss": sens.hp_loss, **cost, "rows": rows}
+        if pol is not None:
+            out["policy"] = {"path": str(path), "layers": pol.layers, "meta": pol.meta}
+        typer.echo(json.dumps(out))
+        return
+    t = Table(title=f"{run_dir}: blocks by loss increase after training steps", box=box.SIMPLE_HEAD)
+    for col in ("block", "format", "delta", "SE", "update cos"):
+        t.add_column(col, justify="left" if col in ("block", "format") else "right", no_wrap=True)
+    for r in rows:
+        cells = (f"{r['delta']:+.5f}", f"{r['se']:.5f}", f"{r['update_cosine']:.5f}")
+        t.add_row(r["group"], r["format"], *cells)
+    console = Console()
+    console.print(t)
+    console.print(
+        f"bf16 loss after {sens.steps} steps: {sens.hp_loss:.5f}; a delta within 2 SE of zero is not a "
+        f"measured harm; cost: {sens.optimizer_steps} optimizer steps in {sens.seconds:.0f} s"
+    )
+    if pol is not None:
+        console.print(f"policy: {path}; train under it: tenfold train --policy {path}")
 
 
 def print_sensitivity(
