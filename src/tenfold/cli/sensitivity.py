@@ -20,6 +20,40 @@ if TYPE_CHECKING:  # the engine needs torch: imported inside the command only
     from tenfold.engine.autoprecision.sensitivity import SensitivityTable
 
 
+def _check_numbers(
+    batches: int,
+    probe_steps: int,
+    max_seconds: float,
+    top: int,
+    fp4_fraction: float | None,
+    max_loss_increase: float | None,
+) -> None:
+    """ValueError naming the first option out of its range."""
+    if batches < 1:
+        raise ValueError(f"--batches must be >= 1, got {batches}")
+    if probe_steps < 1:
+        raise ValueError(f"--probe-steps must be >= 1, got {probe_steps}")
+    if not (math.isfinite(max_seconds) and max_seconds >= 0):
+        raise ValueError(f"--max-seconds must be a finite number >= 0, got {max_seconds}")
+    if top < 0:
+        raise ValueError(f"--top must be >= 0, got {top}")
+    if fp4_fraction is not None and max_loss_increase is not None:
+        raise ValueError("give at most one of --fp4-fraction and --max-loss-increase")
+    if fp4_fraction is not None and not 0 <= fp4_fraction <= 1:
+        raise ValueError(f"--fp4-fraction must be a share of FLOPs in [0, 1], got {fp4_fraction}")
+    if max_loss_increase is not None and not (math.isfinite(max_loss_increase) and max_loss_increase >= 0):
+        raise ValueError(f"--max-loss-increase must be a finite number >= 0 (nats), got {max_loss_increase}")
+
+
+def _check_paths(run_dir: str, policy_out: str | None) -> None:
+    if not Path(run_dir).is_dir():
+        raise ValueError(f"RUN_DIR {run_dir!r} is not a folder (a run written by `tenfold train`)")
+    if policy_out is not None:
+        if Path(policy_out).is_dir():
+            raise ValueError(f"--policy-out {policy_out!r} is a folder; give a .toml file name")
+        check_writable_dir(Path(policy_out).parent, "--policy-out's folder")
+
+
 def sensitivity(
     run_dir: str = typer.Argument(..., help="a run folder written by `tenfold train` (holds weights.pt)"),
     candidates: str = typer.Option("nvfp4,mxfp8", help="comma-separated candidate recipes"),
@@ -60,30 +94,8 @@ def sensitivity(
     """
     names = tuple(c.strip() for c in candidates.split(",") if c.strip())
     try:  # everything that needs no model, before torch loads and the minutes-long pass starts
-        if batches < 1:
-            raise ValueError(f"--batches must be >= 1, got {batches}")
-        if probe_steps < 1:
-            raise ValueError(f"--probe-steps must be >= 1, got {probe_steps}")
-        if not (math.isfinite(max_seconds) and max_seconds >= 0):
-            raise ValueError(f"--max-seconds must be a finite number >= 0, got {max_seconds}")
-        if top < 0:
-            raise ValueError(f"--top must be >= 0, got {top}")
-        if fp4_fraction is not None and max_loss_increase is not None:
-            raise ValueError("give at most one of --fp4-fraction and --max-loss-increase")
-        if fp4_fraction is not None and not 0 <= fp4_fraction <= 1:
-            raise ValueError(f"--fp4-fraction must be a share of FLOPs in [0, 1], got {fp4_fraction}")
-        if max_loss_increase is not None and not (
-            math.isfinite(max_loss_increase) and max_loss_increase >= 0
-        ):
-            raise ValueError(
-                f"--max-loss-increase must be a finite number >= 0 (nats), got {max_loss_increase}"
-            )
-        if not Path(run_dir).is_dir():
-            raise ValueError(f"RUN_DIR {run_dir!r} is not a folder (a run written by `tenfold train`)")
-        if policy_out is not None:
-            if Path(policy_out).is_dir():
-                raise ValueError(f"--policy-out {policy_out!r} is a folder; give a .toml file name")
-            check_writable_dir(Path(policy_out).parent, "--policy-out's folder")
+        _check_numbers(batches, probe_steps, max_seconds, top, fp4_fraction, max_loss_increase)
+        _check_paths(run_dir, policy_out)
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
     from tenfold.engine.autoprecision.policy import auto_policy, linear_flops
