@@ -88,3 +88,10 @@ def test_a_run_whose_training_text_is_gone_exits_2_naming_it(run_dir, tmp_path) 
     r = _ptq(str(moved), "--out", str(tmp_path / "q"))
     assert r.exit_code == 2 and "moved.txt" in r.output and "not there any more" in r.output
     assert not (tmp_path / "q").exists()
+
+
+def test_the_folder_above_a_run_is_refused_with_the_run_named(run_dir, tmp_path) -> None:
+    run, _ = run_dir
+    r = _ptq(str(run.parent), "--out", str(tmp_path / "q"))
+    assert r.exit_code == 2 and f"runs; give one: {run}" in " ".join(r.output.split())
+    assert not (tmp_path / "q").exists()

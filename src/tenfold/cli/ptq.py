@@ -35,6 +35,13 @@ def _load_encoder(model_dir: str | None, minilm: bool):
     try:
         return load_encoder(Path(model_dir)), str(model_dir)
     except Exception as err:  # sentence-transformers raises many kinds for a folder it cannot read
+        from tenfold.train.trainer import WEIGHTS_NAME
+
+        runs = sorted(str(p) for p in Path(model_dir).iterdir() if (p / WEIGHTS_NAME).is_file())
+        if runs:
+            raise fail(
+                f"MODEL_DIR {model_dir} holds `tenfold train` runs; give one: {', '.join(runs[:4])}"
+            ) from None
         raise fail(
             f"MODEL_DIR {model_dir}: not a sentence-transformers model folder loadable offline ({err!r:.200})"
         ) from None
