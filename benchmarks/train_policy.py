@@ -132,6 +132,30 @@ def run(args: argparse.Namespace, data: ByteDataset, name: str, seed: int, out: 
     return loss
 
 
+def compared(args: argparse.Namespace, data: ByteDataset, seed: int, out: Path, info: dict) -> dict:
+    """Final losses of the heuristic and both policies for one seed. A policy that keeps the same bf16
+    blocks as a configuration already run is the same run (a policy with the heuristic's layout trains
+    bit for bit like the recipe: tests/train/test_train.py), so its loss is taken, not recomputed."""
+    n, k = len(info["delta"]), len(info["gated_bf16"])
+    layouts = {
+        "NVIDIA heuristic": [f"block {i}" for i in range(n - k, n)],
+        "training-aware policy": info["kept_bf16"],
+        "gated policy": info["gated_bf16"],
+    }
+    done: dict[tuple[str, ...], tuple[str, float]] = {}
+    losses = {}
+    for name, blocks in layouts.items():
+        key = tuple(sorted(blocks))
+        if key in done:
+            same, losses[name] = done[key]
+            print(f"{name:<18} seed {seed}: keeps the blocks {same} keeps, the same run", flush=True)
+            continue
+        kw = CONFIGS[name] if name in CONFIGS else {"policy": info["policies"][name]}
+        losses[name] = run(args, data, name, seed, out, **kw, eval_every=0)
+        done[key] = (name, losses[name])
+    return losses
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_training_args(ap, steps=300)
@@ -150,17 +174,20 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     losses: dict[str, list[float]] = {k: [] for k in (*CONFIGS, *POLICIES)}
-    for seed in seeds:
+    infos = {}
+    for seed in seeds:  # first the comparison that decides, then all-NVFP4 for context
         info_path = out / f"policy_seed{seed}.json"
         if info_path.exists():
-            info = json.loads(info_path.read_text())
+            infos[seed] = json.loads(info_path.read_text())
         else:
-            info = choose(args, data, seed, out)
-            info_path.write_text(json.dumps(info, indent=1))
-        for name, kw in CONFIGS.items():
-            losses[name].append(run(args, data, name, seed, out, **kw, eval_every=0))
-        for name in POLICIES:
-            losses[name].append(run(args, data, name, seed, out, policy=info["policies"][name], eval_every=0))
+            infos[seed] = choose(args, data, seed, out)
+            info_path.write_text(json.dumps(infos[seed], indent=1))
+        for name, loss in compared(args, data, seed, out, infos[seed]).items():
+            losses[name].append(loss)
+    for seed in seeds:
+        losses["all nvfp4"].append(
+            run(args, data, "all nvfp4", seed, out, **CONFIGS["all nvfp4"], eval_every=0)
+        )
     what = "4x128 GPT" if args.model == "gpt" else f"{args.layers}x128 Llama (HF, from config)"
     print(f"\n{what}, {args.steps} steps, {len(seeds)} seeds; final val loss ({FINAL_EVAL_BATCHES} batches)")
     for name, v in losses.items():
