@@ -257,7 +257,8 @@ class Trainer:
         `model`: builds the module to train in place of the reference GPT (e.g. `tenfold.train.hf.llama`
         with its shape bound); it is called after seeding with `config.seed`, so initial weights follow
         the seed, and must map token ids (B, seq_len) to logits (B, seq_len, 256). `config` still gives the
-        sequence length, the schedule and the recipe; its other shape fields are not used."""
+        sequence length, the schedule and the recipe; its other shape fields are not used, and
+        `load_trained` cannot rebuild such a model from `save_weights` (it builds the GPT)."""
         self.config = config
         cfg = config.gpt_config()
         self.dataset = dataset or ByteDataset.from_bytes(load_corpus(config.data, config.max_corpus_bytes))
