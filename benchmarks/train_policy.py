@@ -165,6 +165,9 @@ def main() -> None:
     ap.add_argument("--calib-steps", type=int, default=100, help="bf16 steps before the measurement")
     ap.add_argument("--probe-steps", type=int, default=8, help="optimizer steps per block and format")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--no-all-nvfp4", dest="all_nvfp4", action="store_false", help="skip the all-NVFP4 context runs"
+    )
     ap.add_argument("--out", default="runs/train_policy")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s]
@@ -184,15 +187,17 @@ def main() -> None:
             info_path.write_text(json.dumps(infos[seed], indent=1))
         for name, loss in compared(args, data, seed, out, infos[seed]).items():
             losses[name].append(loss)
-    for seed in seeds:
+    for seed in seeds if args.all_nvfp4 else ():
         losses["all nvfp4"].append(
             run(args, data, "all nvfp4", seed, out, **CONFIGS["all nvfp4"], eval_every=0)
         )
+    if not args.all_nvfp4:
+        del losses["all nvfp4"]
     what = "4x128 GPT" if args.model == "gpt" else f"{args.layers}x128 Llama (HF, from config)"
     print(f"\n{what}, {args.steps} steps, {len(seeds)} seeds; final val loss ({FINAL_EVAL_BATCHES} batches)")
     for name, v in losses.items():
         print(f"{name:<24} mean {sum(v) / len(v):.4f}  " + " ".join(f"{x:.4f}" for x in v))
-    for name in ("all nvfp4", *POLICIES):
+    for name in ("all nvfp4", *POLICIES) if args.all_nvfp4 else POLICIES:
         d = paired_difference(losses[name], losses["NVIDIA heuristic"])
         beats = not math.isnan(d.se) and d.mean < -2 * d.se
         verdict = "beats" if beats else "does not beat"
