@@ -113,7 +113,7 @@ def test_training_score_ranks_blocks_reports_its_cost_and_writes_a_policy(run_di
     # the block's increase is shared by its layers in proportion to their FLOPs
     from types import SimpleNamespace
 
-    from tenfold.cli.sensitivity import block_deltas
+    from tenfold.engine.autoprecision.training import block_deltas
 
     sens = SimpleNamespace(layers={"block 0": ("a", "b")}, delta={"block 0": {"nvfp4": 0.3}})
     got = block_deltas(sens, {"a": 1.0, "b": 2.0})

@@ -151,7 +151,12 @@ def sensitivity(
     path = None
     if want_policy:
         flops_all = linear_flops(model, tokens=cfg.tokens_per_step)
-        deltas = block_deltas(sens, flops_all) if score == "training" else table.deltas(score)
+        if score == "training":
+            from tenfold.engine.autoprecision.training import block_deltas
+
+            deltas = block_deltas(sens, flops_all)
+        else:
+            deltas = table.deltas(score)
         flops = {n: flops_all[n] for n in deltas}
         try:
             pol = auto_policy(
@@ -198,17 +203,6 @@ def _measure_training(model, cfg, train_items, eval_items, names, max_seconds, p
         max_seconds=max_seconds or None,
         progress=progress,
     )
-
-
-def block_deltas(sens, flops: dict[str, float]) -> dict[str, dict[str, float]]:
-    """Per-layer loss increases for `auto_policy` from per-block ones: each block's increase shared
-    among its layers in proportion to their GEMM FLOPs (so a block's layers sum to the block)."""
-    out: dict[str, dict[str, float]] = {}
-    for g, names in sens.layers.items():
-        total = sum(flops[n] for n in names)
-        for n in names:
-            out[n] = {c: d * flops[n] / total for c, d in sens.delta[g].items()}
-    return out
 
 
 def _print_training(sens, run_dir: str, names, pol, path, as_json: bool) -> None:

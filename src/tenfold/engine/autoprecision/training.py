@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from statistics import fmean
 from typing import Any
 
 import torch
@@ -95,10 +96,6 @@ def _run(
     return losses, {n: p.detach() - before[n] for n, p in m.named_parameters()}
 
 
-def _mean(xs: Sequence[float]) -> float:
-    return sum(xs) / len(xs)
-
-
 def _cosine(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], layers: Sequence[str]) -> float:
     keys = [k for k in a if any(k.startswith(n + ".") for n in layers)]
     if not keys:
@@ -161,8 +158,8 @@ def train_sensitivity(
     for g, names in groups.items():
         for c in cands:
             losses, update = _run(model, dict.fromkeys(names, c), make_opt, train, evaluate, lf, seed, pol)
-            delta[g][c] = _mean(losses) - _mean(hp_losses)
-            delta_se[g][c] = paired_difference(losses, hp_losses).se
+            d = paired_difference(losses, hp_losses)
+            delta[g][c], delta_se[g][c] = d.mean, d.se
             cosine[g][c] = _cosine(update, hp_update, names)
             done += 1
             if progress is not None:
@@ -172,7 +169,7 @@ def train_sensitivity(
         delta_se=delta_se,
         update_cosine=cosine,
         layers=groups,
-        hp_loss=_mean(hp_losses),
+        hp_loss=fmean(hp_losses),
         steps=len(train),
         optimizer_steps=len(train) * (1 + runs),
         seconds=time.perf_counter() - t0,
@@ -208,7 +205,7 @@ def greedy_repair(
 
     def joint(groups: Sequence[str]) -> float:
         recipes = {n: fp4 for g in groups for n in sens.layers[g]}
-        return _mean(_run(model, recipes, make_opt, train, evaluate, lf, seed, pol)[0])
+        return fmean(_run(model, recipes, make_opt, train, evaluate, lf, seed, pol)[0])
 
     def harm(g: str) -> float:
         return sens.delta[g].get(fp4, max(sens.delta[g].values()))
@@ -231,3 +228,14 @@ def greedy_repair(
             break
         current, loss = candidate, new
     return tuple(current), trials
+
+
+def block_deltas(sens: TrainingSensitivity, flops: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Per-layer loss increases for `auto_policy` from per-group ones: each group's increase shared among
+    its layers in proportion to their GEMM FLOPs (so a group's layers sum to the group)."""
+    out: dict[str, dict[str, float]] = {}
+    for g, names in sens.layers.items():
+        total = sum(flops[n] for n in names)
+        for n in names:
+            out[n] = {c: d * flops[n] / total for c, d in sens.delta[g].items()}
+    return out
