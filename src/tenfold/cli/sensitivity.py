@@ -101,6 +101,7 @@ def sensitivity(
     from tenfold.engine.autoprecision.policy import auto_policy, linear_flops
     from tenfold.engine.autoprecision.sensitivity import SCORES
     from tenfold.engine.autoprecision.sensitivity import sensitivity as measure
+    from tenfold.engine.autoprecision.training import block_deltas
     from tenfold.train import ByteDataset, load_corpus, load_trained
 
     try:
@@ -151,12 +152,7 @@ def sensitivity(
     path = None
     if want_policy:
         flops_all = linear_flops(model, tokens=cfg.tokens_per_step)
-        if score == "training":
-            from tenfold.engine.autoprecision.training import block_deltas
-
-            deltas = block_deltas(sens, flops_all)
-        else:
-            deltas = table.deltas(score)
+        deltas = block_deltas(sens, flops_all) if score == "training" else table.deltas(score)
         flops = {n: flops_all[n] for n in deltas}
         try:
             pol = auto_policy(
