@@ -8,7 +8,9 @@ Formulas:
   key, shared by all heads: KVB = L·(kv_lora_rank + qk_rope_head_dim)·b_kv (DeepSeek-V3 in BF16:
   61·(512 + 64)·2 = 70,272 B; its sizes from the DeepSeek-V3 technical report, arXiv 2412.19437 §4.2).
 * Sliding-window layers keep only the last `window` tokens, so a sequence of S tokens stores
-  min(S, window) of them there (gpt-oss alternates 128-token windows with full attention).
+  min(S, window) of them there (gpt-oss alternates 128-token windows with full attention). That is what
+  the attention kernels read; what an engine reserves for them depends on its KV manager
+  (presets.Engine.window_kv): TensorRT-LLM allocates window layers' blocks like full-attention ones.
 
 Under tensor parallelism the KV heads are split across the TP ranks; a rank holds at least one head, so
 with TP > H_kv the heads are replicated (TensorRT-LLM's `max(tp, num_kv_heads)` rule in trtllm-bench's
@@ -74,6 +76,11 @@ def stored_tokens(model: ModelSpec, seq_len):
     return full * s + w * local
 
 
-def kv_bytes_per_sequence(model: ModelSpec, kv_precision: str, seq_len, *, tp: int = 1):
-    """KV-cache bytes of one sequence of `seq_len` tokens on one attention TP rank."""
-    return stored_tokens(model, seq_len) * kv_bytes_per_token_layer(model, kv_precision, tp=tp)
+def kv_bytes_per_sequence(
+    model: ModelSpec, kv_precision: str, seq_len, *, tp: int = 1, windows_kept: bool = True
+):
+    """KV-cache bytes of one sequence of `seq_len` tokens on one attention TP rank. `windows_kept=False`
+    sizes sliding-window layers like full-attention ones, as an engine that allocates their blocks
+    linearly reserves them (presets.Engine.window_kv)."""
+    tokens = stored_tokens(model, seq_len) if windows_kept else model.layers * np.asarray(seq_len, float)
+    return tokens * kv_bytes_per_token_layer(model, kv_precision, tp=tp)

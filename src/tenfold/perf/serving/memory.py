@@ -14,7 +14,8 @@ output head on the last) instead of both. Workspace: the engine's
 runtime reserve plus the activations of one step of `max_num_tokens` tokens and FP32 logits for
 `max_batch_size` sequences (subtracting it is what LLMServingSim found missing: 31 % too many KV tokens
 without it, https://github.com/casys-kaist/LLMServingSim/pull/59). A sequence reserves input + output
-tokens (TensorRT-LLM) or input + output/2 on average (on-demand paging).
+tokens (TensorRT-LLM) or input + output/2 on average (on-demand paging), with sliding-window layers
+sized as the engine's KV manager sizes them (presets.py, `window_kv`).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def serving_memory(
         weight_bytes(model, tp=tp, gpus=gpus, formats=formats, draft_tokens=draft_tokens, pp=pp).values()
     )
     tokens = input_len + (output_len if eng.kv_reservation == "full" else output_len / 2) + draft_tokens
-    per_seq = float(kv_bytes_per_sequence(model, formats.kv, tokens, tp=tp))
+    per_seq = float(kv_bytes_per_sequence(model, formats.kv, tokens, tp=tp, windows_kept=eng.window_kv))
 
     def fit(step_tokens: int) -> tuple[float, float, int]:
         work = workspace_bytes(model, eng, tp=tp, max_num_tokens=step_tokens)

@@ -19,6 +19,16 @@ is modelled the way the engine does it):
 * SGLang: `mem_fraction_static` (about 0.88 on large GPUs) of the whole memory for weights + KV pool,
   allocation on demand like vLLM; chunked prefill of 8192 tokens.
 
+Sliding-window layers (`window_kv`; gpt-oss alternates 128-token windows with full attention):
+* TensorRT-LLM reserves them like full-attention layers. Its KV manager sizes the pool "assuming all layers
+  as full attention" (the note on `BlockManager::calculateWindowSizeToShare`) and a window layer's
+  blocks are "allocate[d] linearly, and we need as many blocks as full attention" (the `BlockManager`
+  constructor), both in cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp of
+  https://github.com/NVIDIA/TensorRT-LLM. So a gpt-oss request holds as much KV as if every layer
+  attended to its whole sequence, and long outputs fit about half the sequences the windows would allow.
+* vLLM's hybrid KV-cache manager and SGLang's SWA memory pool keep only the window's blocks for those
+  layers (vLLM docs, "Hybrid KV Cache Manager"; SGLang server argument `--swa-full-tokens-ratio`).
+
 Scheduling and overlap (all presets): continuous (in-flight) batching, so one engine step runs the
 decode tokens of every running sequence together with prefill tokens of new requests through the same
 GEMMs (step.py); kernel launch costs are the fitted per-kernel overhead (CUDA graphs); MoE
@@ -93,6 +103,8 @@ class Engine:
     weight_offload: can hold part of the weights in CPU memory (`--cpu-offload-gb`).
     hidden_block_scales: its block-scaled FP8 GEMMs overlap the scale promotion with the MMAs (DeepGEMM),
         so fp8_block runs at the per-tensor FP8 rate on Hopper too.
+    window_kv: its KV manager keeps only the window's tokens for sliding-window layers (False: it
+        reserves them like full-attention layers).
     """
 
     name: str
@@ -107,6 +119,7 @@ class Engine:
     weight_only: tuple[str, ...] = ("mxfp4",)
     weight_offload: bool = False
     hidden_block_scales: bool = False
+    window_kv: bool = True
 
     def __post_init__(self) -> None:
         if self.ep_comm not in EP_COMMS:
@@ -137,14 +150,16 @@ def _register(fn: Callable[[], Engine]) -> Callable[[], Engine]:
 def _trtllm() -> Engine:
     """TensorRT-LLM serving (trtllm-serve / LLM API) with its defaults: KV fraction 0.90 of free memory,
     max_batch_size 2048, max_num_tokens 8192, guaranteed-no-evict admission."""
-    return Engine(name="trtllm")
+    return Engine(name="trtllm", window_kv=False)
 
 
 @_register
 def _trtllm_bench() -> Engine:
     """trtllm-bench throughput as in TensorRT-LLM's perf-overview tables: KV fraction 0.95, batch cap 4096,
     max_num_tokens from its tuning heuristic (batch x (1 + ISL/OSL), within 2048-32768)."""
-    return Engine(name="trtllm-bench", kv_fraction=0.95, max_batch_size=4096, max_num_tokens=0)
+    return Engine(
+        name="trtllm-bench", kv_fraction=0.95, max_batch_size=4096, max_num_tokens=0, window_kv=False
+    )
 
 
 @_register
