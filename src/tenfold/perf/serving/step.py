@@ -13,8 +13,15 @@ cached context and a prefill kernel over the prompts (sources at the end):
   flops = 2·T_dec·ctx·heads·(d_qk + d_v) for MHA/GQA; MLA with absorbed weights acts as MQA over the
   latent ([TRT-LLM blog 3]): 2·(2·r_kv + d_rope) per head and cached token. Prefill: causal
   2·p·ctx·heads·(d_qk + d_v) with ctx = ISL/2 (flops.attention_context; sliding windows capped).
-  Attention MMAs run at the KV format's tensor rate (FP8 KV -> FP8 MQA kernels, [TRT-LLM blog 3]),
-  scaled by the fitted attention efficiency.
+  Attention MMAs run at the KV format's tensor rate (FP8 KV -> FP8 MQA kernels, [TRT-LLM blog 3]), and
+  each score also takes one exponential on the special-function units ([FA3]: H100 has 989 TFLOP/s of
+  BF16 MMA but 3.9 T exponentials/s, so at d = 128 the 512 MMA FLOPs of a score and its exponential
+  take comparable time). The two are charged one after the other, both scaled by the fitted attention
+  efficiency, which rises above 1 where the kernel overlaps them (FA3's ping-pong). Its bound, 1.5,
+  is the best published kernel: with the fitted Hopper GEMM efficiencies it gives 0.78 of H100's BF16
+  peak and 1.1 PFLOP/s in FP8, where FA3 reports 0.75 (740 TFLOP/s) and "close to 1.2 PFLOPs/s". A GPU
+  whose tensor cores are cut but whose SFUs are not (H20: 148 TFLOP/s BF16 on 78 SMs) thus runs
+  attention nearer its MMA peak than H100 does, as the SGLang PP rows on H20 show.
 * MoE: per GPU a step touches E_loc·(1 - (1 - k/E)^T_ep) of its E_loc experts, the expected number of
   distinct experts hit under uniform routing of the T_ep tokens the expert-parallel group sees: T_ep = 1
   gives k·E_loc/E ([GenZ]'s bound), large T_ep all of them ([llm-analysis]'s bound). Expert FLOPs are
@@ -58,7 +65,8 @@ Sources: [LLM-Viewer] Yuan et al., "LLM Inference Unveiled: Survey and Roofline 
 2402.16363; [llm-analysis] https://github.com/cli99/llm-analysis (`infer` mode); [GenZ] Bambhaniya et
 al., arXiv 2406.01698; [AIC] aiconfigurator-core's silicon-measured `moe_perf.parquet` tables
 (https://github.com/ai-dynamo/aiconfigurator; tests/perf/serving/test_decode.py reads them where installed);
-[TRT-LLM blog 1] "Pushing Latency Boundaries: Optimizing DeepSeek-R1 Performance
+[FA3] Shah et al., "FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision",
+arXiv 2407.08608, §3.1; [TRT-LLM blog 1] "Pushing Latency Boundaries: Optimizing DeepSeek-R1 Performance
 on NVIDIA B200 GPUs" and [TRT-LLM blog 3] "Optimizing DeepSeek R1 Throughput on NVIDIA Blackwell GPUs",
 TensorRT-LLM tech blogs 1 and 3, in
 https://github.com/NVIDIA/TensorRT-LLM/tree/main/docs/source/blogs/tech_blog.
@@ -146,6 +154,7 @@ class ServingRates:
     moe_token_s: float = 0.0
     moe_weight_Bps: float = 0.0  # expert-weight streaming rate; 0 = hbm_Bps
     sm_count: int | None = None
+    exp_per_s: float = float("inf")  # softmax exponentials per second, scaled like attn_flops
 
 
 def gemm_efficiency(cal: Calibration, arch: str, bits_class: str) -> float:
@@ -191,6 +200,7 @@ def serving_rates(hw: Hardware, f: Formats, cal: Calibration, kv_compute: Precis
         moe_token_s=WEIGHT_ONLY_MOE_TOKEN_S.get(hw.arch, 0.0) if ffn_as_run.weight_only else 0.0,
         moe_weight_Bps=min(hbm, dequant * ffn_as_run.operand_bytes) if dequant else hbm,
         sm_count=hw.sm_count,
+        exp_per_s=hw.exp_per_s * cal.attention_efficiency,
     )
 
 
@@ -410,14 +420,15 @@ def step_times(
         dec_per = 2.0 * (2 * model.kv_lora_rank + model.qk_rope_head_dim)
     else:
         dec_per = 2.0 * (model.qk_head_dim + model.v_dim)
-    dec_flops = b * q * heads * dec_per * stored_tokens(model, ctx_dec)
+    dec_scores = b * q * heads * stored_tokens(model, ctx_dec)  # one exponential per score
     dec_bytes = b * kv_bytes_per_sequence(model, formats.kv, ctx_dec, tp=tp)
     pf_ctx = attention_context(model, isl, causal=True) if isl > 0 else 0.0
-    pf_flops = p * heads * 2.0 * (model.qk_head_dim + model.v_dim) * pf_ctx * model.layers
+    pf_scores = p * heads * pf_ctx * model.layers
+    pf_per = 2.0 * (model.qk_head_dim + model.v_dim)
     kv_write = p * kv_bytes_per_sequence(model, formats.kv, 1.0, tp=tp)
-    out["attention_s"] = (
-        np.maximum(dec_flops / r.attn_flops, dec_bytes / bw) + pf_flops / r.attn_flops + kv_write / bw
-    )
+    dec_compute = dec_scores * (dec_per / r.attn_flops + 1.0 / r.exp_per_s)
+    pf_compute = pf_scores * (pf_per / r.attn_flops + 1.0 / r.exp_per_s)
+    out["attention_s"] = np.maximum(dec_compute, dec_bytes / bw) + pf_compute + kv_write / bw
     out["attn_proj_s"] = model.layers * proj
 
     # ---- FFN: dense layers, then MoE layers --------------------------------------------------------

@@ -7,6 +7,7 @@ accelerator, each number with its source URL and a confidence grade (see the REA
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -133,9 +134,9 @@ def hardware_from_dict(d: dict[str, Any], *, where: str = "<dict>") -> Hardware:
     exp = _get(d, "softmax", "exp_per_s", where)
     if exp is not None:
         srcs["exp_per_s"] = exp
-    # Without a figure, assume the exponential unit keeps pace with the bf16 tensor cores for d=128
-    # (512 FLOP per attention score): it then never limits flash attention.
-    exp_rate = float(exp.value) if exp is not None else peaks.get("bf16", 1.0) / 512.0
+    # Without a figure the exponentials are taken as free (never the limit, never an added cost): AMD and
+    # TPU parts have no published special-function rate in the catalog.
+    exp_rate = float(exp.value) if exp is not None else math.inf
     allin_kw = opt("power", "allin_kW", "allin_W", 1e3)
     return Hardware(
         name=str(d["name"]),

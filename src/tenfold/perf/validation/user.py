@@ -79,7 +79,7 @@ def check_calibration_dict(d: Any, *, kind: str = "training") -> Calibration:
     if missing:
         raise ValueError(f"[parameters] missing key(s) of a {kind} calibration: {', '.join(missing)}")
     for k in names:
-        _number(f"parameters.{k}", params[k], *BOUNDS[k])
+        _number(f"parameters.{k}", params[k], *cls.PARAM_BOUNDS[k])
     fixed = _table(d, "fixed")
     unknown = [k for k in fixed if k not in FIXED_RANGES]
     if unknown:
