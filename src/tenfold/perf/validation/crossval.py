@@ -9,7 +9,7 @@ of that group, starting from and shrunk toward a prior that owes nothing to the 
 The cross-validated errors give the spread of log(predicted / measured) per group (training: GPU generation
 and dense/MoE; serving: engine family and dense/MoE; `tenfold.perf.uncertainty`); the coverage of the
 resulting 80 % intervals is itself measured without the row's own source (each row's interval uses the
-spreads of the other sources' errors only). The inference CV takes about 20 s on two cores (32 rows).
+spreads of the other sources' errors only). The inference CV takes about 3 minutes on two cores (117 rows).
 
 `python -m tenfold.perf.validation.crossval --kind training|inference --write` runs it, rewrites the
 kind's calibration (`data/calibration/<kind>.toml`, with its [uncertainty]) and stores the per-row results
