@@ -177,16 +177,15 @@ def sensitivity(
 
 
 def _measure_training(model, cfg, train_items, eval_items, names, max_seconds, progress):
-    """`train_sensitivity` from the run's weights, with the optimizer the run ended with (AdamW, its
-    final learning rate lr x min_lr_ratio, its betas and weight decay; the moments start afresh)."""
-    import torch
-
+    """`train_sensitivity` from the run's weights, with the optimizer the run ended with (the trainer's
+    AdamW at its final learning rate lr x min_lr_ratio, weight decay on matrices only; the moments start
+    afresh)."""
     from tenfold.engine.autoprecision.training import train_sensitivity
     from tenfold.engine.convert import ConversionPolicy
+    from tenfold.train.trainer import adamw
 
     def make_opt(params):
-        lr = cfg.lr * cfg.min_lr_ratio
-        return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+        return adamw(params, lr=cfg.lr * cfg.min_lr_ratio, weight_decay=cfg.weight_decay)
 
     return train_sensitivity(
         model,

@@ -12,7 +12,7 @@ import json
 import math
 import pickle
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -240,6 +240,21 @@ class TrainResult:
         }
 
 
+def adamw(params: Iterable[nn.Parameter], *, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW as the trainer runs it: decoupled weight decay on matrices only (norm gains and biases, the
+    1-D parameters, take none, as in GPT-2/nanoGPT-style recipes), betas (0.9, 0.95), eps 1e-8."""
+    params = list(params)
+    return torch.optim.AdamW(
+        [
+            {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+        ],
+        lr=lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+    )
+
+
 class Trainer:
     """Builds the model, converts it to the recipe, and trains it step by step."""
 
@@ -276,17 +291,7 @@ class Trainer:
         self.recorder: Recorder | None = None
         if recorder is not None:
             self.attach_recorder(recorder)
-        decay = [p for p in self.model.parameters() if p.ndim >= 2]
-        no_decay = [p for p in self.model.parameters() if p.ndim < 2]
-        self.optimizer = torch.optim.AdamW(
-            [
-                {"params": decay, "weight_decay": config.weight_decay},
-                {"params": no_decay, "weight_decay": 0.0},
-            ],
-            lr=config.lr,
-            betas=(0.9, 0.95),
-            eps=1e-8,
-        )
+        self.optimizer = adamw(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.forward = torch.compile(self.model) if config.compile else self.model
         self.step = 0
 
