@@ -106,9 +106,9 @@ class Calibration:
 
     def __post_init__(self) -> None:
         for key in self.FRACTION_FIELDS:
-            v, top = getattr(self, key), max(1.5, self.PARAM_BOUNDS[key][1])
-            if not 0.0 < v <= top:
-                raise ValueError(f"{key} must be in (0, {top}], got {v}")
+            v = getattr(self, key)
+            if not 0.0 < v <= 1.5:
+                raise ValueError(f"{key} must be in (0, 1.5], got {v}")
         for key, v in self.gemm_efficiency.items():
             if not 0.0 < v <= 1.0:
                 raise ValueError(f"gemm_efficiency[{key!r}] must be in (0, 1], got {v}")
