@@ -140,6 +140,7 @@ class GemmShape:
 
     low: whether it runs in the training precision (False for the MoE router, which stays 16-bit).
     kernels: kernels launched per pass for the `count` GEMMs (see `gemm_times`).
+    part: which module of the layer it belongs to (`GEMM_PARTS`), for selective recomputation.
     Its backward is dgrad [M, N] x [N, K] and wgrad [N, M] x [M, K] (see `gemm_times`).
     """
 
@@ -149,6 +150,12 @@ class GemmShape:
     count: np.ndarray | float = 1.0
     low: bool = True
     kernels: np.ndarray | float = 1.0
+    part: str = "attn_proj"
+
+
+GEMM_PARTS = ("attn_proj", "mla_up", "router", "experts", "shared", "ffn")
+"""attn_proj: QKV (or MLA's down-projections) and the output projection; mla_up: MLA's q and kv
+up-projections; router; experts: routed experts; shared: shared experts; ffn: a dense layer's MLP."""
 
 
 def layer_gemms(model: ModelSpec, *, moe: bool, tokens, tp, ep) -> list[GemmShape]:
@@ -163,18 +170,18 @@ def layer_gemms(model: ModelSpec, *, moe: bool, tokens, tp, ep) -> list[GemmShap
     gate = 2 if model.gated else 1
     out: list[GemmShape] = []
 
-    def add(M, N, K, count=1.0, low=True, kernels=1.0):
-        out.append(GemmShape(M=M, N=N, K=K, count=count, low=low, kernels=kernels))
+    def add(M, N, K, count=1.0, low=True, kernels=1.0, part="attn_proj"):
+        out.append(GemmShape(M=M, N=N, K=K, count=count, low=low, kernels=kernels, part=part))
 
     if model.is_mla:
         dn, dr, dv = model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim
         if model.q_lora_rank:
             add(T, model.q_lora_rank, h)
-            add(T, a * (dn + dr) / tp, model.q_lora_rank)
+            add(T, a * (dn + dr) / tp, model.q_lora_rank, part="mla_up")
         else:
             add(T, a * (dn + dr) / tp, h)
         add(T, model.kv_lora_rank + dr, h)
-        add(T, a * (dn + dv) / tp, model.kv_lora_rank)
+        add(T, a * (dn + dv) / tp, model.kv_lora_rank, part="mla_up")
         add(T, h, a * dv / tp)
     else:
         add(T, (a + 2 * g) * d / tp, h)
@@ -182,18 +189,53 @@ def layer_gemms(model: ModelSpec, *, moe: bool, tokens, tp, ep) -> list[GemmShap
     if moe:
         k, fe = model.topk, model.moe_ffn
         t_moe = T / tp  # sequence-parallel shard entering the router
-        add(t_moe, model.experts, h, low=False)  # router
+        add(t_moe, model.experts, h, low=False, part="router")
         m_e = t_moe * k * ep / model.experts
         local = model.experts / ep
-        add(m_e, fe * gate, h, count=local, kernels=local)
-        add(m_e, h, fe, count=local, kernels=local)
+        add(m_e, fe * gate, h, count=local, kernels=local, part="experts")
+        add(m_e, h, fe, count=local, kernels=local, part="experts")
         if model.shared_experts:
             fs = model.shared_experts * fe
-            add(T, fs * gate / tp, h)
-            add(T, h, fs / tp)
+            add(T, fs * gate / tp, h, part="shared")
+            add(T, h, fs / tp, part="shared")
     else:
-        add(T, model.ffn * gate / tp, h)
-        add(T, h, model.ffn / tp)
+        add(T, model.ffn * gate / tp, h, part="ffn")
+        add(T, h, model.ffn / tp, part="ffn")
+    return out
+
+
+def memory_op_bytes(model: ModelSpec, *, moe: bool, tokens, tp, sp) -> dict[str, np.ndarray]:
+    """Forward HBM bytes of one layer's memory-bound ops for `tokens` tokens per TP group, by op (the
+    backward moves about twice as much): "norms" (two norms, read + write h: 8h), "residual" (two adds,
+    read 2h write h: 12h), "rope" (q and k), "qk_norm", "dropout" (masks), "act" (the dense FFN's or the
+    routed experts' activation; gated: read gate and up, write one), "shared_act" (the shared experts'),
+    "permute" (MoE permute and unpermute, 8·k·h per routed token). Norm and residual regions are split by
+    sequence parallelism, the rest by TP."""
+    T = np.asarray(tokens, dtype=float)
+    tp = np.asarray(tp, dtype=float)
+    rsp = np.where(np.asarray(sp, dtype=bool), tp, 1.0)
+    h, a, g, d = model.hidden, model.heads, model.kv_heads, model.head_dim
+    rope_elems = (a / tp + 1) * model.qk_rope_head_dim if model.is_mla else (a + g) * d / tp
+    act = 3 if model.gated else 2  # elements touched per FFN element
+    zero = np.zeros_like(T)
+    out = {
+        "norms": 8 * h * T / rsp,
+        "residual": 12 * h * T / rsp,
+        "rope": 4 * rope_elems * T,
+        "qk_norm": 4 * (a + g) * d / tp * T if model.qk_norm else zero,
+        "dropout": 2 * h * T / rsp if model.dropout > 0 else zero,
+        "shared_act": zero,
+    }
+    if moe:
+        k, fe = model.topk, model.moe_ffn
+        t_moe = T / tp  # sequence-parallel shard entering the router
+        if model.shared_experts:
+            out["shared_act"] = 2 * act * model.shared_experts * fe / tp * T
+        out["act"] = 2 * act * k * fe * t_moe
+        out["permute"] = 8 * k * h * t_moe
+    else:
+        out["act"] = 2 * act * model.ffn / tp * T
+        out["permute"] = zero
     return out
 
 
@@ -208,9 +250,6 @@ def layer_times(
     T = np.asarray(tokens, dtype=float)
     tp = np.asarray(tp, dtype=float)
     ep = np.asarray(ep, dtype=float)
-    rsp = np.where(np.asarray(sp, dtype=bool), tp, 1.0)
-    h, a, g, d = model.hidden, model.heads, model.kv_heads, model.head_dim
-    gate = 2 if model.gated else 1
     gf = np.zeros_like(T)
     gb = np.zeros_like(T)
     q_in = np.zeros_like(T)  # low-precision elements quantized in the forward (GEMM inputs)
@@ -227,26 +266,10 @@ def layer_times(
 
     for gemm in layer_gemms(model, moe=moe, tokens=T, tp=tp, ep=ep):
         add(gemm.M, gemm.N, gemm.K, gemm.count, lowp=low and gemm.low, kernels=gemm.kernels)
-    rope_elems = (a / tp + 1) * model.qk_rope_head_dim if model.is_mla else (a + g) * d / tp
     attn_f, attn_b = attention_times(model, tokens=T, tp=tp, seq_len=seq_len, flash=flash, r=r)
-
-    # memory-bound ops: norms, residuals, RoPE, activation, MoE permutation
-    mem = 8 * h * T / rsp + 12 * h * T / rsp + 4 * rope_elems * T  # norms, residuals, RoPE
-    if model.qk_norm:
-        mem = mem + 4 * (a + g) * d / tp * T
-    if model.dropout > 0:
-        mem = mem + 2 * h * T / rsp
-    kernels_f = 7.0
-    act = 3 if gate == 2 else 2  # elements touched per FFN element: gated reads gate+up, writes one
-    if moe:
-        k, fe = model.topk, model.moe_ffn
-        t_moe = T / tp  # sequence-parallel shard entering the router
-        if model.shared_experts:
-            mem = mem + 2 * act * model.shared_experts * fe / tp * T
-        mem = mem + 2 * act * k * fe * t_moe + 8 * k * h * t_moe
-        kernels_f += 6.0
-    else:
-        mem = mem + 2 * act * model.ffn / tp * T
+    mem_ops = memory_op_bytes(model, moe=moe, tokens=T, tp=tp, sp=sp)
+    mem = sum(mem_ops.values())
+    kernels_f = 13.0 if moe else 7.0
     other_f = mem / r.hbm_Bps + kernels_f * r.kernel_s
     other_b = 2.0 * mem / r.hbm_Bps + 1.5 * kernels_f * r.kernel_s
     if moe:
@@ -290,3 +313,55 @@ def op_sac_recompute(model: ModelSpec, lt: LayerTimes, *, moe: bool, tokens, tp,
     # w3 (gated) or, in a two-matmul FFN, w2: the same FLOPs either way
     ffn_mm, _ = gemm_times(T, model.ffn / tp, h, r, low=low)
     return wk + wo + ffn_mm + lt.other_f
+
+
+# The parts of a layer each Megatron-Core recompute module runs again (transformer_config.py
+# `recompute_modules`, https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/transformer/
+# transformer_config.py): GEMM parts (`GEMM_PARTS`) and memory-bound ops (`memory_op_bytes` keys).
+# "mlp" recomputes a dense layer's MLP only (transformer_layer.py: `if not self.is_moe_layer`), "moe" the
+# whole MoE layer (its dispatch and combine too: see step.py), "core_attn" the attention core.
+_MODULE_PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "core_attn": ((), ()),
+    "layernorm": ((), ("norms",)),
+    "mla_up_proj": (("mla_up",), ("rope",)),
+    "mlp": (("ffn",), ("act",)),
+    "moe_act": ((), ("act",)),
+    "moe": (("router", "experts", "shared"), ("act", "shared_act", "permute")),
+    "shared_experts": (("shared",), ("shared_act",)),
+}
+
+
+def module_recompute(
+    model: ModelSpec,
+    lt: LayerTimes,
+    modules: tuple[str, ...],
+    *,
+    moe: bool,
+    tokens,
+    tp,
+    sp,
+    ep,
+    r: Rates,
+    low: bool,
+):
+    """Forward seconds Megatron-Core's selective recomputation runs again in one layer when it recomputes
+    `modules`: the attention core for "core_attn" (Korthikanti et al. 2022 §5), and for the others their
+    GEMMs (with the quantization of their low-precision inputs) and memory-bound ops, each op's kernel
+    once. A module the layer lacks ("mlp" in an MoE layer, "mla_up_proj" without MLA) costs nothing."""
+    T = np.asarray(tokens, dtype=float)
+    gemm_parts = {p for m in modules for p in _MODULE_PARTS[m][0]}
+    mem_parts = {p for m in modules for p in _MODULE_PARTS[m][1]}
+    out = np.zeros_like(T) + (lt.attn_f if "core_attn" in modules else 0.0)
+    quant = np.zeros_like(T)
+    for g in layer_gemms(model, moe=moe, tokens=T, tp=tp, ep=ep):
+        if g.part in gemm_parts:
+            lowp = low and g.low
+            f, _ = gemm_times(g.M, g.N, g.K, r, count=g.count, low=lowp, kernels=g.kernels)
+            out = out + f
+            if lowp:
+                quant = quant + np.asarray(g.M) * g.K * g.count
+    ops = memory_op_bytes(model, moe=moe, tokens=T, tp=tp, sp=sp)
+    for name in mem_parts:
+        if np.any(ops[name] > 0):
+            out = out + ops[name] / r.hbm_Bps + r.kernel_s
+    return out + quant * r.quant_bytes / r.hbm_Bps

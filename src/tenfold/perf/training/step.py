@@ -32,6 +32,7 @@ from tenfold.perf.training.compute import (
     gemm_times,
     head_times,
     layer_times,
+    module_recompute,
     op_sac_recompute,
     rates,
 )
@@ -122,18 +123,22 @@ def _layer_costs(
         zero = np.zeros_like(T)
         ep_f, ep_b = _ep_times(model, p, lt, software, links, low=low) if moe else (zero, zero)
         # recomputation: full = the whole forward again (with its communication); selective = the
-        # attention core (Korthikanti et al. 2022 §5), or under torchtitan's per-op policy every second
-        # matmul and the memory-bound ops, with the sequence-parallel all-gathers feeding them (half the
-        # forward's TP collectives; the reduce-scatters are saved)
+        # modules the stack names (`module_recompute`; "moe" with its dispatch and combine), or under
+        # torchtitan's per-op policy every second matmul and the memory-bound ops, with the
+        # sequence-parallel all-gathers feeding them (half the forward's TP collectives; the
+        # reduce-scatters are saved)
         full, selective = rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE
         if software.selective_policy == "op":
             sel = op_sac_recompute(model, lt, moe=moe, tokens=T, tp=tp, r=r, low=low)
             sel_tp = 0.5 * tp_f
         else:
-            sel, sel_tp = lt.attn_f, 0.0
+            modules = software.recompute_modules
+            sel = module_recompute(model, lt, modules, moe=moe, tokens=T, tp=tp, sp=sp, ep=p.ep, r=r, low=low)
+            sel_tp = 0.0
+        sel_ep = ep_f if moe and "moe" in software.recompute_modules else 0.0
         rec_compute = np.where(full, rf * lt.fwd, np.where(selective, sel, 0.0))
         rec_tp = np.where(full, rf * tp_f, np.where(selective, sel_tp, 0.0))
-        rec_ep = np.where(full, rf * ep_f, 0.0)
+        rec_ep = np.where(full, rf * ep_f, np.where(selective, sel_ep, 0.0))
         w = count / model.layers
         out["compute"] = out["compute"] + w * (lt.fwd + lt.bwd + rec_compute)
         out["recompute"] = out["recompute"] + w * rec_compute
