@@ -44,6 +44,11 @@ from tenfold.perf.training.stack import TP_OVERLAP_RESIDUAL, Stack, uses_flash
 # the bf16 parameter (2), gradient clipping and zeroing (8).
 ADAM_BYTES_PER_PARAM = 38.0
 
+# SMs the MoE dispatch/combine kernels hold while they overlap compute: DeepSeek-V3 gives 20 of the H800's
+# 132 SMs to communication under DualPipe (https://arxiv.org/abs/2412.19437 §3.2.2), and 20 is
+# Megatron-Core's `moe_deepep_num_sms` default (megatron/core/transformer/transformer_config.py).
+EP_COMM_SMS = 20.0
+
 
 def _exposed(comm_s, hide_s, overlap: bool):
     """TP communication left exposed when it overlaps `hide_s` of GEMMs (see stack.py)."""
@@ -72,11 +77,21 @@ def _cp_times(model: ModelSpec, p: PlanTerms, lt: LayerTimes, software: Stack, l
     return np.where(cp > 1, cp_f, 0.0), np.where(cp > 1, cp_b, 0.0)
 
 
-def _ep_times(model: ModelSpec, p: PlanTerms, lt: LayerTimes, software: Stack, links: Links, *, low: bool):
+def _ep_times(
+    model: ModelSpec,
+    p: PlanTerms,
+    lt: LayerTimes,
+    software: Stack,
+    links: Links,
+    *,
+    low: bool,
+    sm_share: float,
+):
     """(forward, backward) exposed expert-parallel all-to-all of one MoE layer: dispatch (in the low
     precision when there is one) and combine (16-bit) forward, the combine's gradient twice backward.
     Deduplicating dispatchers (DeepEP / HybridEP) run at the links' own efficiency
-    (`comm.all_to_all_time`)."""
+    (`comm.all_to_all_time`). Overlapped, what compute hides still costs time: the communication
+    kernels hold `sm_share` of the SMs, so the compute beside them runs at 1 - sm_share of its speed."""
     kw = dict(
         topk=model.topk,
         ep=p.ep,
@@ -94,12 +109,26 @@ def _ep_times(model: ModelSpec, p: PlanTerms, lt: LayerTimes, software: Stack, l
     comb = comm.all_to_all_time(i2, o2, p.ep, links, fused=fused)
     raw_f, raw_b = disp + comb, 2.0 * comb
     if software.ep_overlap:
-        return np.maximum(raw_f - lt.fwd, 0.0), np.maximum(raw_b - lt.bwd, 0.0)
+        slow = sm_share / (1.0 - sm_share)
+
+        def exposed(raw, compute):
+            hidden = np.minimum(raw, compute)
+            return raw - hidden + hidden * slow
+
+        return exposed(raw_f, lt.fwd), exposed(raw_b, lt.bwd)
     return raw_f, raw_b
 
 
 def _layer_costs(
-    model: ModelSpec, p: PlanTerms, *, r: Rates, low: bool, software: Stack, links: Links, seq_len: int
+    model: ModelSpec,
+    p: PlanTerms,
+    *,
+    r: Rates,
+    low: bool,
+    software: Stack,
+    links: Links,
+    seq_len: int,
+    sm_share: float,
 ) -> dict[str, np.ndarray]:
     """Seconds of one layer and one micro-batch, averaged over the model's dense and MoE layers:
     compute (fwd + bwd + recompute), exposed tp, cp and ep communication, and the recompute share."""
@@ -121,7 +150,9 @@ def _layer_costs(
         tp_b = _exposed(n_b * tp_rs, lt.gemm_b, software.tp_overlap)
         cp_f, cp_b = _cp_times(model, p, lt, software, links)
         zero = np.zeros_like(T)
-        ep_f, ep_b = _ep_times(model, p, lt, software, links, low=low) if moe else (zero, zero)
+        ep_f, ep_b = (
+            _ep_times(model, p, lt, software, links, low=low, sm_share=sm_share) if moe else (zero, zero)
+        )
         # recomputation: full = the whole forward again (with its communication); selective = the
         # modules the stack names (`module_recompute`; "moe" with its dispatch and combine), or under
         # torchtitan's per-op policy every second matmul and the memory-bound ops, with the
@@ -269,7 +300,10 @@ def plan_times(
     r = rates(hw, precision, calibration)
     links = calibration.links(hw)
     zero, m = p.zero, p.microbatches
-    layer = _layer_costs(model, p, r=r, low=low, software=software, links=links, seq_len=seq_len)
+    sm_share = EP_COMM_SMS / hw.sm_count if hw.sm_count else 0.0
+    layer = _layer_costs(
+        model, p, r=r, low=low, software=software, links=links, seq_len=seq_len, sm_share=sm_share
+    )
     t_layer = layer["compute"] + layer["tp"] + layer["cp"] + layer["ep"]
     extra = _last_stage_extra(model, p, r=r, low=low, software=software, seq_len=seq_len)
 
