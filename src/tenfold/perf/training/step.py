@@ -61,7 +61,8 @@ def _cp_times(model: ModelSpec, p: PlanTerms, lt: LayerTimes, software: Stack, l
     """(forward, backward) exposed context-parallel communication of one layer."""
     T, tp, cp = p.tokens, p.tp, p.cp
     kv_heads = model.heads if model.is_mla else model.kv_heads
-    kv_chunk = T * kv_heads * (model.qk_head_dim + model.v_dim) * 2.0
+    # each TP rank exchanges only its own KV heads (one replicated head when tp > kv_heads)
+    kv_chunk = T * np.maximum(kv_heads / tp, 1.0) * (model.qk_head_dim + model.v_dim) * 2.0
     if software.cp_comm == "ring":  # KV chunks passed cp - 1 times, hidden behind blockwise attention
         hop = comm.p2p_time(kv_chunk, tp, links)
         cp_f = np.maximum((cp - 1) * hop - lt.attn_f, 0.0)
