@@ -175,6 +175,18 @@ def test_unstated_micro_batch_under_a_stack_default_uses_it():
     assert r.predicted == pytest.approx(same.predicted)
 
 
+def test_unstated_micro_batch_of_a_pipeline_leaves_every_stage_work():
+    """Llama 3.1 405B at 128K (arXiv 2407.21783 Table 4): PP16 and 16 sequences per DP rank, so only
+    micro-batch 1 gives each of the 16 stages a micro-batch; without pipelining every size stays."""
+    meta = case_from_row(_row("llama31-405b-128k-16384gpu"))
+    assert {lay.micro_batch for lay in meta.candidates} == {1}
+    flat = case_from_row(_row("llama31-405b-128k-16384gpu", pp="1", dp="128", global_batch_seqs="1024"))
+    assert {lay.micro_batch for lay in flat.candidates} == {1, 2, 4, 8}
+    # when no size fills the pipeline, all sizes stay (the rule never empties the range)
+    starved = case_from_row(_row("llama31-405b-128k-16384gpu", global_batch_seqs="64"))
+    assert {lay.micro_batch for lay in starved.candidates} == {1, 2, 4, 8}
+
+
 def test_stated_knobs_give_no_range(report):
     r = predict_case(case_from_row(_row(ROW)), load_calibration())
     assert r.predicted_range is None and not any("range over" in a for a in r.assumed)

@@ -12,7 +12,9 @@ columns). For each row:
   the stack documents none, every plausible value is evaluated, the plans that are valid and fit in memory
   give a range of the metric, the prediction is its midpoint (the error is scored on it) and the layout
   shown is the plan nearest the midpoint. Taking the fastest plan instead was optimistic by 20-30 % on
-  rows whose authors did not state their micro-batch (issue 15). The row says what was assumed;
+  rows whose authors did not state their micro-batch (issue 15). An unstated micro-batch of a pipelined
+  run only ranges over sizes that leave at least one micro-batch per stage when any does (see
+  `_knob_options`). The row says what was assumed;
 * the metric is predicted in the row's convention: tokens_per_s_per_gpu, step_time_s, tflops_per_gpu
   (`hardware_incl_recompute` = Narayanan 2021 Eq. 3 counting, else model FLOPs), mfu (model FLOPs over the
   dense peak of the row's precision), time_to_train_min (needs a `train_tokens` column).
@@ -201,11 +203,13 @@ def _knob_options(
             return [default]
         return plausible
 
-    mbs = pick(
-        "micro_batch",
-        software.default_micro_batch,
-        [b for b in UNSTATED_MICRO_BATCHES if global_batch % (dp * b) == 0],
-    )
+    # Unknown micro-batch: the sizes that divide the batch per DP rank; with pipelining, only those that
+    # give every stage work (m >= pp micro-batches), when any does. With fewer the bubble, (p - 1)/m of
+    # the step (Narayanan et al. 2021, https://arxiv.org/abs/2104.04473 §2.2), leaves most stages idle,
+    # and Megatron-Core's interleaved schedule refuses it (m must be a multiple of pp).
+    sizes = [b for b in UNSTATED_MICRO_BATCHES if global_batch % (dp * b) == 0]
+    filled = [b for b in sizes if global_batch // (dp * b) >= pp]
+    mbs = pick("micro_batch", software.default_micro_batch, filled or sizes)
     # Unknown VP: interleaving depths up to 8 whose chunks still hold a layer (uneven layouts allowed,
     # as Megatron-Core's pipeline layouts and Llama 3's balanced first/last stages do).
     vps = pick(
