@@ -33,13 +33,13 @@ def _setup(model_name="deepseek-v3", *, moe=True, precision="bf16"):
     return model, r, lt, kw
 
 
-def _recompute(modules, model, r, lt, kw, low=False):
-    return float(module_recompute(model, lt, modules, r=r, low=low, **kw)[0])
+def _recompute(modules, r, lt):
+    return float(module_recompute(lt, modules, r=r)[0])
 
 
 def test_core_attn_alone_is_the_attention_core_forward():
-    model, r, lt, kw = _setup()
-    assert _recompute(("core_attn",), model, r, lt, kw) == pytest.approx(float(lt.attn_f[0]))
+    _, r, lt, _ = _setup()
+    assert _recompute(("core_attn",), r, lt) == pytest.approx(float(lt.attn_f[0]))
 
 
 def test_mla_up_proj_runs_the_two_up_projections_and_rope_again():
@@ -53,10 +53,10 @@ def test_mla_up_proj_runs_the_two_up_projections_and_rope_again():
     gemm = sum(float(gemm_times(g.M, g.N, g.K, r, low=False)[0][0]) for g in ups)
     rope = float(memory_op_bytes(model, moe=True, tokens=kw["tokens"], tp=kw["tp"], sp=kw["sp"])["rope"][0])
     expect = gemm + rope / r.hbm_Bps + r.kernel_s
-    assert _recompute(("mla_up_proj",), model, r, lt, kw) == pytest.approx(expect)
+    assert _recompute(("mla_up_proj",), r, lt) == pytest.approx(expect)
     # a model without MLA has nothing to recompute there
     gqa, r2, lt2, kw2 = _setup("llama3-70b", moe=False)
-    assert _recompute(("mla_up_proj",), gqa, r2, lt2, kw2) == pytest.approx(
+    assert _recompute(("mla_up_proj",), r2, lt2) == pytest.approx(
         float(memory_op_bytes(gqa, moe=False, tokens=kw2["tokens"], tp=kw2["tp"], sp=kw2["sp"])["rope"][0])
         / r2.hbm_Bps
         + r2.kernel_s
@@ -66,7 +66,7 @@ def test_mla_up_proj_runs_the_two_up_projections_and_rope_again():
 def test_mlp_recomputes_dense_layers_only():
     """Megatron-Core's transformer_layer.py sets recompute_mlp only `if not self.is_moe_layer`."""
     model, r, lt, kw = _setup()
-    assert _recompute(("mlp",), model, r, lt, kw) == pytest.approx(_recompute(("moe_act",), model, r, lt, kw))
+    assert _recompute(("mlp",), r, lt) == pytest.approx(_recompute(("moe_act",), r, lt))
     dense_kw = dict(kw, moe=False)
     lt_dense = layer_times(model, seq_len=SEQ, flash=True, r=r, low=False, **dense_kw)
     ffn = [
@@ -75,25 +75,25 @@ def test_mlp_recomputes_dense_layers_only():
         if g.part == "ffn"
     ]
     gemm = sum(float(gemm_times(g.M, g.N, g.K, r, low=False)[0][0]) for g in ffn)
-    assert _recompute(("mlp",), model, r, lt_dense, dense_kw) > gemm
+    assert _recompute(("mlp",), r, lt_dense) > gemm
 
 
 def test_the_modules_order_by_cost():
     """Norms and the MoE activation are cheap, the MLA up-projections dearer, the whole MoE layer dearest."""
-    model, r, lt, kw = _setup()
-    cost = {m: _recompute((m,), model, r, lt, kw) for m in ("layernorm", "moe_act", "mla_up_proj", "moe")}
+    _, r, lt, _ = _setup()
+    cost = {m: _recompute((m,), r, lt) for m in ("layernorm", "moe_act", "mla_up_proj", "moe")}
     assert cost["layernorm"] < cost["mla_up_proj"] < cost["moe"]
     assert cost["moe_act"] < cost["moe"]
     assert cost["moe"] < float(lt.fwd[0])
-    both = _recompute(("layernorm", "mla_up_proj"), model, r, lt, kw)
+    both = _recompute(("layernorm", "mla_up_proj"), r, lt)
     assert both == pytest.approx(cost["layernorm"] + cost["mla_up_proj"])
 
 
 def test_fp8_recompute_quantizes_the_recomputed_gemm_inputs_again():
     model, r, lt, kw = _setup(precision="fp8")
     assert r.quant_bytes > 0
-    with_quant = _recompute(("mla_up_proj",), model, r, lt, kw, low=True)
-    without = _recompute(("mla_up_proj",), model, replace(r, quant_bytes=0.0), lt, kw, low=True)
+    with_quant = _recompute(("mla_up_proj",), r, lt)
+    without = _recompute(("mla_up_proj",), replace(r, quant_bytes=0.0), lt)
     ups = [
         g
         for g in layer_gemms(model, moe=True, tokens=kw["tokens"], tp=kw["tp"], ep=kw["ep"])

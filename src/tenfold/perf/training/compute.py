@@ -25,7 +25,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -93,7 +94,9 @@ class LayerTimes:
     """Seconds for one layer and one micro-batch on one GPU (arrays over plans).
 
     gemm_f/gemm_b: linear layers; attn_f/attn_b: attention core; other_f/other_b: memory-bound ops and
-    quantization; elems_f/elems_b: low-precision elements quantized (for reporting).
+    quantization. For selective recomputation (`module_recompute`), by module part: part_f the forward
+    seconds of each `GEMM_PARTS` part's GEMMs, part_quant the low-precision input elements they quantize,
+    mem_bytes the forward bytes of each memory-bound op (`memory_op_bytes`).
     """
 
     gemm_f: np.ndarray
@@ -102,6 +105,9 @@ class LayerTimes:
     attn_b: np.ndarray
     other_f: np.ndarray
     other_b: np.ndarray
+    part_f: Mapping[str, np.ndarray] = field(default_factory=dict)
+    part_quant: Mapping[str, np.ndarray] = field(default_factory=dict)
+    mem_bytes: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def fwd(self) -> np.ndarray:
@@ -254,18 +260,20 @@ def layer_times(
     gb = np.zeros_like(T)
     q_in = np.zeros_like(T)  # low-precision elements quantized in the forward (GEMM inputs)
     q_out = np.zeros_like(T)  # ... and in the backward (output gradients)
+    part_f: dict[str, np.ndarray] = {}
+    part_quant: dict[str, np.ndarray] = {}
 
-    def add(M, N, K, count, lowp, kernels):
-        nonlocal gf, gb, q_in, q_out
-        f, b = gemm_times(M, N, K, r, count=count, low=lowp, kernels=kernels)
+    for g in layer_gemms(model, moe=moe, tokens=T, tp=tp, ep=ep):
+        lowp = low and g.low
+        f, b = gemm_times(g.M, g.N, g.K, r, count=g.count, low=lowp, kernels=g.kernels)
         gf = gf + f
         gb = gb + b
-        if lowp and low:
-            q_in = q_in + np.asarray(M) * K * count
-            q_out = q_out + np.asarray(M) * N * count
-
-    for gemm in layer_gemms(model, moe=moe, tokens=T, tp=tp, ep=ep):
-        add(gemm.M, gemm.N, gemm.K, gemm.count, lowp=low and gemm.low, kernels=gemm.kernels)
+        part_f[g.part] = part_f.get(g.part, 0.0) + f
+        if lowp:
+            q = np.asarray(g.M) * g.K * g.count
+            q_in = q_in + q
+            q_out = q_out + np.asarray(g.M) * g.N * g.count
+            part_quant[g.part] = part_quant.get(g.part, 0.0) + q
     attn_f, attn_b = attention_times(model, tokens=T, tp=tp, seq_len=seq_len, flash=flash, r=r)
     mem_ops = memory_op_bytes(model, moe=moe, tokens=T, tp=tp, sp=sp)
     mem = sum(mem_ops.values())
@@ -278,7 +286,17 @@ def layer_times(
     if low:
         other_f = other_f + q_in * r.quant_bytes / r.hbm_Bps
         other_b = other_b + q_out * r.quant_bytes / r.hbm_Bps
-    return LayerTimes(gemm_f=gf, gemm_b=gb, attn_f=attn_f, attn_b=attn_b, other_f=other_f, other_b=other_b)
+    return LayerTimes(
+        gemm_f=gf,
+        gemm_b=gb,
+        attn_f=attn_f,
+        attn_b=attn_b,
+        other_f=other_f,
+        other_b=other_b,
+        part_f=part_f,
+        part_quant=part_quant,
+        mem_bytes=mem_ops,
+    )
 
 
 def head_times(model: ModelSpec, *, tokens, tp, r: Rates):
@@ -331,37 +349,20 @@ _MODULE_PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def module_recompute(
-    model: ModelSpec,
-    lt: LayerTimes,
-    modules: tuple[str, ...],
-    *,
-    moe: bool,
-    tokens,
-    tp,
-    sp,
-    ep,
-    r: Rates,
-    low: bool,
-):
+def module_recompute(lt: LayerTimes, modules: tuple[str, ...], *, r: Rates) -> np.ndarray:
     """Forward seconds Megatron-Core's selective recomputation runs again in one layer when it recomputes
     `modules`: the attention core for "core_attn" (Korthikanti et al. 2022 §5), and for the others their
     GEMMs (with the quantization of their low-precision inputs) and memory-bound ops, each op's kernel
-    once. A module the layer lacks ("mlp" in an MoE layer, "mla_up_proj" without MLA) costs nothing."""
-    T = np.asarray(tokens, dtype=float)
+    once, as `layer_times` priced them. A module the layer lacks ("mlp" in an MoE layer, "mla_up_proj"
+    without MLA) costs nothing."""
     gemm_parts = {p for m in modules for p in _MODULE_PARTS[m][0]}
     mem_parts = {p for m in modules for p in _MODULE_PARTS[m][1]}
-    out = np.zeros_like(T) + (lt.attn_f if "core_attn" in modules else 0.0)
-    quant = np.zeros_like(T)
-    for g in layer_gemms(model, moe=moe, tokens=T, tp=tp, ep=ep):
-        if g.part in gemm_parts:
-            lowp = low and g.low
-            f, _ = gemm_times(g.M, g.N, g.K, r, count=g.count, low=lowp, kernels=g.kernels)
-            out = out + f
-            if lowp:
-                quant = quant + np.asarray(g.M) * g.K * g.count
-    ops = memory_op_bytes(model, moe=moe, tokens=T, tp=tp, sp=sp)
+    out = np.zeros_like(lt.attn_f) + (lt.attn_f if "core_attn" in modules else 0.0)
+    quant = 0.0
+    for part in gemm_parts:
+        out = out + lt.part_f.get(part, 0.0)
+        quant = quant + lt.part_quant.get(part, 0.0)
     for name in mem_parts:
-        if np.any(ops[name] > 0):
-            out = out + ops[name] / r.hbm_Bps + r.kernel_s
+        if np.any(lt.mem_bytes[name] > 0):
+            out = out + lt.mem_bytes[name] / r.hbm_Bps + r.kernel_s
     return out + quant * r.quant_bytes / r.hbm_Bps

@@ -164,9 +164,7 @@ def _layer_costs(
             sel = op_sac_recompute(model, lt, moe=moe, tokens=T, tp=tp, r=r, low=low)
             sel_tp = 0.5 * tp_f
         else:
-            modules = software.recompute_modules
-            sel = module_recompute(model, lt, modules, moe=moe, tokens=T, tp=tp, sp=sp, ep=p.ep, r=r, low=low)
-            sel_tp = 0.0
+            sel, sel_tp = module_recompute(lt, software.recompute_modules, r=r), 0.0
         sel_ep = ep_f if moe and "moe" in software.recompute_modules else 0.0
         rec_compute = np.where(full, rf * lt.fwd, np.where(selective, sel, 0.0))
         rec_tp = np.where(full, rf * tp_f, np.where(selective, sel_tp, 0.0))
