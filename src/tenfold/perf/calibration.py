@@ -12,6 +12,12 @@ Parameters (all dimensionless fractions unless named otherwise):
   ring collectives inside a scale-up domain and across the network (NCCL bus bandwidth / line rate).
 * `alltoall_efficiency`: all-to-all bandwidth relative to ring collectives (small messages, fan-out).
 * `kernel_overhead_us`: fixed cost per kernel (launch, fill and drain of a GEMM's pipeline), microseconds.
+* `torch_kernel_efficiency` (training only): the tensor-core rate of a PyTorch-native kernel stack
+  (`Stack.kernels == "torch"`: torchtitan's torch.compile, torchao float8 and FSDP2) relative to the
+  Transformer Engine stacks the GEMM efficiencies are fitted on, same GPU. Without it one Hopper GEMM
+  efficiency had to serve both stacks: fitted on all rows it came out at 0.49, without the torchtitan
+  2025 rows at 0.71. Every torchtitan row but one ran on Meta's 500 W Grand Teton hosts, so
+  the value also carries their power cap; the data cannot separate the two.
 * `moe_layer_overhead_us`: fixed cost per MoE layer per pass: the dropless token dispatcher's
   device-to-host synchronisation on the per-expert token counts, and the router / top-k / permutation
   kernel chain around it (Megatron-Core's all-to-all dispatcher), microseconds.
@@ -75,6 +81,7 @@ BOUNDS = {
     "alltoall_efficiency": (0.30, 1.00),
     "kernel_overhead_us": (1.0, 10.0),
     "moe_layer_overhead_us": (0.0, 3000.0),
+    "torch_kernel_efficiency": (0.50, 1.10),
     "moe_efficiency": (0.20, 1.00),
     "step_overhead_us": (0.0, 5000.0),
 }
@@ -84,7 +91,7 @@ BOUNDS = {
 class Calibration:
     """Fitted efficiencies (see the module docstring). Load with `load_calibration()`."""
 
-    FRACTION_FIELDS: ClassVar[tuple[str, ...]] = FRACTIONS
+    FRACTION_FIELDS: ClassVar[tuple[str, ...]] = (*FRACTIONS, "torch_kernel_efficiency")
     OVERHEAD_FIELDS: ClassVar[tuple[str, ...]] = ("kernel_overhead_us", "moe_layer_overhead_us")
     GEMM_BOUNDS: ClassVar[tuple[float, float]] = BOUNDS["gemm"]
     PARAM_BOUNDS: ClassVar[MappingProxyType] = MappingProxyType(BOUNDS)
@@ -98,6 +105,7 @@ class Calibration:
     alltoall_efficiency: float
     kernel_overhead_us: float
     moe_layer_overhead_us: float = 0.0
+    torch_kernel_efficiency: float = 1.0
     scaleup_latency_us: float = 3.0
     scaleout_latency_us: float = 8.0
     fallback_gemm_efficiency: float = 0.65
@@ -144,6 +152,11 @@ class Calibration:
             tables = str(self.fit.get("gemm_reference", "aiconfigurator-core")).split(":")[0]
             return f"measured kernel table ({tables}, {key}) x fitted {self.fit.get('gemm_tied_scale', '?')}"
         return f"fitted on published runs ({key})"
+
+    def kernel_efficiency(self, kernels: str) -> float:
+        """Compute-rate factor of a software stack's kernel family (`Stack.kernels`): 1 for Transformer
+        Engine ("te"), `torch_kernel_efficiency` for PyTorch-native kernels ("torch")."""
+        return self.torch_kernel_efficiency if kernels == "torch" else 1.0
 
     def is_calibrated(self, arch: str, bits_class: str) -> bool:
         return self._key(arch, bits_class) is not None

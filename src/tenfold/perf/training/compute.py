@@ -54,10 +54,13 @@ class Rates:
     quant_bytes: float
 
 
-def rates(hw: Hardware, precision: Precision, cal: Calibration) -> Rates:
-    e16 = cal.gemm(hw.arch, "16")
+def rates(hw: Hardware, precision: Precision, cal: Calibration, *, kernels: str = "te") -> Rates:
+    """Sustained rates; `kernels` is the stack's kernel family (`Stack.kernels`), whose factor
+    (`Calibration.kernel_efficiency`) scales the tensor-core rates."""
+    k = cal.kernel_efficiency(kernels)
+    e16 = cal.gemm(hw.arch, "16") * k
     return Rates(
-        lp_flops=hw.peak(precision.peak_key) * cal.gemm(hw.arch, precision.bits_class),
+        lp_flops=hw.peak(precision.peak_key) * cal.gemm(hw.arch, precision.bits_class) * k,
         bf16_flops=hw.peak("bf16") * e16,
         attn_flops=hw.peak("bf16") * e16 * cal.attention_efficiency,
         exp_per_s=hw.exp_per_s,

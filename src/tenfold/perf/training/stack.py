@@ -31,6 +31,7 @@ from tenfold.perf.specs.models import ModelSpec
 TP_OVERLAP_RESIDUAL = 0.1
 SCHEDULES = ("1f1b", "dualpipe")
 CP_COMMS = ("ring", "allgather", "a2a")
+KERNEL_FAMILIES = ("te", "torch")
 RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "moe", "shared_experts", "op")
 """What `recompute="selective"` recomputes: Megatron-Core `TransformerConfig.recompute_modules` names
 (https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/transformer/transformer_config.py), plus
@@ -41,6 +42,10 @@ RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", 
 class Stack:
     """Fields:
     name: preset name.
+    kernels: the kernel library the layers run on: "te" (Transformer Engine and Megatron's fused kernels,
+        or their 2021 predecessors: what the calibration's GEMM efficiencies are fitted on) or "torch"
+        (PyTorch-native: torch.compile, torchao float8, FSDP2), whose compute rate the calibration scales by
+        `torch_kernel_efficiency`.
     flash_attention: fused attention without materialised s x s scores (FlashAttention / cuDNN).
     tp_overlap, dp_overlap, pp_overlap, ep_overlap: see the module docstring.
     ep_dedup: MoE dispatch sends a token once per remote domain (DeepEP / HybridEP / node-limited routing).
@@ -73,6 +78,7 @@ class Stack:
     """
 
     name: str
+    kernels: str = "te"
     flash_attention: bool = True
     tp_overlap: bool = True
     dp_overlap: bool = True
@@ -106,6 +112,8 @@ class Stack:
     def __post_init__(self) -> None:
         if self.pp_schedule not in SCHEDULES:
             raise ValueError(f"pp_schedule {self.pp_schedule!r} not in {SCHEDULES}")
+        if self.kernels not in KERNEL_FAMILIES:
+            raise ValueError(f"kernels {self.kernels!r} not in {KERNEL_FAMILIES}")
         if self.cp_comm not in CP_COMMS:
             raise ValueError(f"cp_comm {self.cp_comm!r} not in {CP_COMMS}")
         if self.default_zero not in (0, 1, 2, 3):
@@ -228,6 +236,9 @@ def _torchtitan() -> Stack:
     async TP."""
     return Stack(
         name="torchtitan",
+        # Matmuls through torch.mm / torch._scaled_mm (the float8 converter swaps nn.Linear for torchao's
+        # Float8Linear, torchtitan docs/float8.md) and inductor-generated fused ops, not Transformer Engine.
+        kernels="torch",
         # F.scaled_dot_product_attention(is_causal=True) (torchtitan/models/llama/model.py at commit 9dec370),
         # which dispatches to the fused flash / cuDNN kernels.
         flash_attention=True,
