@@ -15,7 +15,7 @@ Parameters (all dimensionless fractions unless named otherwise):
 * `torch_kernel_efficiency` (training only): the tensor-core rate of a PyTorch-native kernel stack
   (`Stack.kernels == "torch"`: torchtitan's torch.compile, torchao float8 and FSDP2) relative to the
   Transformer Engine stacks the GEMM efficiencies are fitted on, same GPU. Without it one Hopper GEMM
-  efficiency had to serve both stacks: fitted on all rows it came out at 0.49, without the torchtitan
+  efficiency had to serve both stacks: fitted on all rows it came out at 0.55, without the torchtitan
   2025 rows at 0.71. Every torchtitan row but one ran on Meta's 500 W Grand Teton hosts, so
   the value also carries their power cap; the data cannot separate the two.
 * `moe_layer_overhead_us`: fixed cost per MoE layer per pass: the dropless token dispatcher's
