@@ -241,3 +241,18 @@ def test_shared_gemm_scale_moves_every_gemm_efficiency_by_one_factor():
     assert len(free) >= 6 and max(free) - min(free) < 1e-9
     assert ratios["hopper/16"] < 0.95  # slower runs: lower efficiencies
     assert cal.attention_efficiency == start.attention_efficiency  # nothing else moves
+
+
+def test_rows_marked_holdout_are_still_the_users_to_fit_on():
+    """A user's CSV in the shipped schema may carry `split = holdout`; the shipped fit skips such rows, a
+    user calibration must not (it used to fit on nothing and return a calibration moved at random)."""
+    from dataclasses import replace as _replace
+
+    from tenfold.perf.validation.calibrate import calibrate_on_runs
+    from tenfold.perf.validation.training import load_cases
+
+    rows = [c for c in load_cases() if c.source == "torchtitan-2024"][:4]
+    mine = [_replace(c, measured=c.measured * 0.6, split="holdout") for c in rows]  # 40 % slower stack
+    result = calibrate_on_runs(mine, iters=40, restarts=1)
+    assert result.mape_before > 0.5
+    assert result.mape_after < 0.05
