@@ -72,7 +72,7 @@ def check_calibration_dict(d: Any, *, kind: str = "training") -> Calibration:
     unknown = [k for k in params if k not in names]
     if unknown:
         raise ValueError(
-            f"[parameters] unknown key(s) {', '.join(map(repr, unknown))} for a {kind} calibration; "
+            f"[parameters] unknown key(s) {', '.join(map(repr, unknown))} for the {kind} calibration; "
             f"known: {', '.join(names)}"
         )
     missing = [k for k in names if k not in params]
