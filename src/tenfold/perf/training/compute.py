@@ -143,6 +143,11 @@ def attention_times(model: ModelSpec, *, tokens, tp, seq_len: int, flash: bool, 
     return qk_f + pv_f + soft_f, qk_b + pv_b + soft_b
 
 
+GEMM_PARTS = ("attn_proj", "mla_up", "router", "experts", "shared", "ffn")
+"""attn_proj: QKV (or MLA's down-projections) and the output projection; mla_up: MLA's q and kv
+up-projections; router; experts: routed experts; shared: shared experts; ffn: a dense layer's MLP."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class GemmShape:
     """One linear layer's forward GEMM [M, K] x [K, N], issued as `count` GEMMs in one (grouped) kernel.
@@ -161,10 +166,9 @@ class GemmShape:
     kernels: np.ndarray | float = 1.0
     part: str = "attn_proj"
 
-
-GEMM_PARTS = ("attn_proj", "mla_up", "router", "experts", "shared", "ffn")
-"""attn_proj: QKV (or MLA's down-projections) and the output projection; mla_up: MLA's q and kv
-up-projections; router; experts: routed experts; shared: shared experts; ffn: a dense layer's MLP."""
+    def __post_init__(self) -> None:
+        if self.part not in GEMM_PARTS:
+            raise ValueError(f"part {self.part!r} not in {GEMM_PARTS}")
 
 
 def layer_gemms(model: ModelSpec, *, moe: bool, tokens, tp, ep) -> list[GemmShape]:
