@@ -20,7 +20,8 @@ Parameters (all dimensionless fractions unless named otherwise):
   the value also carries their power cap; the data cannot separate the two.
 * `moe_layer_overhead_us`: fixed cost per MoE layer per pass: the dropless token dispatcher's
   device-to-host synchronisation on the per-expert token counts, and the router / top-k / permutation
-  kernel chain around it (Megatron-Core's all-to-all dispatcher), microseconds.
+  kernel chain around it (Megatron-Core's all-to-all dispatcher), microseconds. Not charged when the
+  whole step is one CUDA graph (`Stack.full_iteration_graph`), which needs sync-free MoE.
 
 `uncertainty` (optional `[uncertainty]` section): the spread of the model's cross-validated error, from
 which every estimate's 80 % interval comes (`tenfold.perf.uncertainty`).

@@ -98,6 +98,7 @@ def test_research_schema_without_extension_columns_still_works(tmp_path):
             "dense_layers",
             "recompute_modules",
             "offload_layers",
+            "cuda_graph",
             "assumptions",
             "source",
             "split",

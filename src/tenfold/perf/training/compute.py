@@ -54,9 +54,12 @@ class Rates:
     quant_bytes: float
 
 
-def rates(hw: Hardware, precision: Precision, cal: Calibration, *, kernels: str = "te") -> Rates:
+def rates(
+    hw: Hardware, precision: Precision, cal: Calibration, *, kernels: str = "te", full_graph: bool = False
+) -> Rates:
     """Sustained rates; `kernels` is the stack's kernel family (`Stack.kernels`), whose factor
-    (`Calibration.kernel_efficiency`) scales the tensor-core rates."""
+    (`Calibration.kernel_efficiency`) scales the tensor-core rates; `full_graph`
+    (`Stack.full_iteration_graph`): the step is one CUDA graph, so no per-MoE-layer host cost."""
     k = cal.kernel_efficiency(kernels)
     e16 = cal.gemm(hw.arch, "16") * k
     return Rates(
@@ -66,7 +69,7 @@ def rates(hw: Hardware, precision: Precision, cal: Calibration, *, kernels: str 
         exp_per_s=hw.exp_per_s,
         hbm_Bps=hw.hbm_Bps * cal.hbm_efficiency,
         kernel_s=cal.kernel_overhead_us * 1e-6,
-        moe_layer_s=cal.moe_layer_overhead_us * 1e-6,
+        moe_layer_s=0.0 if full_graph else cal.moe_layer_overhead_us * 1e-6,
         operand_bytes=precision.operand_bytes,
         quant_bytes=precision.quant_bytes,
     )

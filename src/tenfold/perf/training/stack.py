@@ -32,6 +32,11 @@ TP_OVERLAP_RESIDUAL = 0.1
 SCHEDULES = ("1f1b", "dualpipe")
 CP_COMMS = ("ring", "allgather", "a2a")
 KERNEL_FAMILIES = ("te", "torch")
+CUDA_GRAPH_MODES = ("none", "per_layer", "full_iteration")
+"""Validation rows' `cuda_graph` values: no CUDA graphs, per-module graphs (Transformer Engine
+`make_graphed_callables` / Megatron-Core `local` on scopes such as attn, moe_router, moe_preprocess), or the
+whole forward-backward step as one graph (Megatron-Core `full_iteration`). Only the last changes a
+prediction (`Stack.full_iteration_graph`)."""
 RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "moe", "shared_experts", "op")
 """What `recompute="selective"` recomputes: Megatron-Core `TransformerConfig.recompute_modules` names
 (https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/transformer/transformer_config.py), plus
@@ -62,6 +67,13 @@ class Stack:
         Engine 2.8 with cuDNN 9.10 falls back to UnfusedDotProductAttention for softmax_type="learnable"
         (https://github.com/NVIDIA/TransformerEngine/issues/2318), so the default is False: models with
         attention sinks then pay for materialised scores.
+    full_iteration_graph: the whole forward-backward step is captured as one CUDA graph (Megatron-Core
+        `cuda_graph_impl="full_iteration"`). A graph cannot hold a host synchronisation, so dropless MoE
+        then runs sync-free: the experts' buffers are padded to a fixed per-rank capacity instead of being
+        sized from token counts copied to the host (Megatron-LM PR 4247, "paged stashing"; Megatron-Bridge
+        v0.5.0 `set_full_iter_cg_configs` in scripts/performance/configs/*/..._llm_pretrain.py). The
+        per-MoE-layer host cost that `Calibration.moe_layer_overhead_us` charges (that synchronisation and
+        the launches around it) is then not charged; the kernels themselves still are.
     interleaving: the pipeline engine has the interleaved (virtual-stage) schedule; DeepSpeed's
         PipelineEngine does not.
     interleave_needs_pp_multiple: the interleaved schedule runs only when the micro-batches per step are a
@@ -93,6 +105,7 @@ class Stack:
     default_zero: int = 1
     fsdp_regather: bool = True
     fused_sink_attention: bool = False
+    full_iteration_graph: bool = False
     interleaving: bool = True
     interleave_needs_pp_multiple: bool = True
     recompute_modules: tuple[str, ...] = ("core_attn",)

@@ -296,7 +296,7 @@ def plan_times(
     """
     p = grid.terms(layers=model.layers, seq_len=seq_len, global_batch=global_batch)
     low = precision.low
-    r = rates(hw, precision, calibration, kernels=software.kernels)
+    r = rates(hw, precision, calibration, kernels=software.kernels, full_graph=software.full_iteration_graph)
     links = calibration.links(hw)
     zero, m = p.zero, p.microbatches
     sm_share = EP_COMM_SMS / hw.sm_count if hw.sm_count else 0.0

@@ -41,7 +41,7 @@ from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.specs.precision import Precision, check_supported, get_precision
 from tenfold.perf.training.grid import PlanGrid
 from tenfold.perf.training.layout import RECOMPUTE, Layout
-from tenfold.perf.training.stack import Stack, stack
+from tenfold.perf.training.stack import CUDA_GRAPH_MODES, Stack, stack
 from tenfold.perf.training.step import evaluate_plans
 from tenfold.perf.uncertainty import group_key
 from tenfold.perf.validation.cvresults import attach_cv, read_cv
@@ -184,6 +184,8 @@ def _row_software(row: dict[str, str]) -> Stack:
         overrides["recompute_modules"] = tuple(row["recompute_modules"].split())
     if (row.get("offload_layers") or "").strip():
         overrides["activation_offload_layers"] = int(row["offload_layers"])
+    if (row.get("cuda_graph") or "").strip():
+        overrides["full_iteration_graph"] = row["cuda_graph"].strip() == "full_iteration"
     return stack((row.get("software") or "").strip() or "megatron-core", **overrides)
 
 
@@ -261,6 +263,10 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
     unsupported = check_supported(precision, hw)
     if unsupported:
         return TrainingCase(**head, reason=unsupported)
+    graph = (row.get("cuda_graph") or "").strip()
+    if graph and graph not in CUDA_GRAPH_MODES:
+        allowed = ", ".join(CUDA_GRAPH_MODES)
+        return TrainingCase(**head, reason=f"cuda_graph {graph!r} is not one of {allowed}")
     software = _row_software(row)
     seq = int_cell(row["seq_len"])
     gbs = int_cell(row.get("global_batch_seqs"))
