@@ -23,8 +23,8 @@ from tenfold.perf.validation.training import (
     validate_training,
 )
 
-# In-sample MAPE over the split = fit rows: achieved 11.5 % overall and 8.0 % on high-reliability rows
-# (2026-12-04 refit; the medium-reliability rows hold the slow 26.02 release and torchtitan runs on
+# In-sample MAPE over the split = fit rows: achieved 11.7 % overall and 7.2 % on high-reliability rows
+# (2026-12-04 refit on 97 rows; the medium-reliability rows hold the slow 26.02 release and torchtitan runs on
 # power-limited H100s, docs/perf.md)
 MAPE_OVERALL = 0.13
 MAPE_HIGH = 0.09
