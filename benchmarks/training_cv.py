@@ -17,7 +17,7 @@ shipped calibration keeps free efficiencies; on the 50 rows shipped before issue
 11.4 % in-sample, 14.8 % hold-out and "shipped" 15.5 %, 11.6 %, 11.5 %; see crossval.DEFAULT_PENALTY.
 
 Also prints the 80 % interval coverage on the cross-validated rows (target 75-85 %). Takes tens of minutes
-on one core (three cross-validations of ~20 folds each). Needs the `measured` extra for "after".
+on one core (three cross-validations of ~20 folds each). Needs the `measured` extra for "tied".
 
     python benchmarks/training_cv.py [--iters 300] [--workers N]
 """

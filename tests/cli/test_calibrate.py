@@ -5,13 +5,15 @@ calibration files exit 2 with the reason and write nothing."""
 import csv
 import json
 import tomllib
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
 
 from tenfold.cli.main import app
 from tenfold.perf.calibration import load_calibration
-from tenfold.perf.validation.training import case_from_row, default_runs_path, predict_case
+from tenfold.perf.validation.calibrate import SHARED_SCALE, calibrate_on_runs, fit_top
+from tenfold.perf.validation.training import case_from_row, default_runs_path, load_cases, predict_case
 
 runner = CliRunner()
 ROWS = ("mbridge-llama3-70b-h100-fp8", "mbridge-llama31-405b-h100-fp8", "mbridge-llama3-8b-h100-fp8")
@@ -225,15 +227,9 @@ def test_rows_that_disagree_keep_the_start_calibration(tmp_path):
 
 def test_shared_gemm_scale_moves_every_gemm_efficiency_by_one_factor():
     """The one-parameter candidate keeps the published ratios between GPUs and formats."""
-    from dataclasses import replace as _replace
-
-    from tenfold.perf.calibration import load_calibration
-    from tenfold.perf.validation.calibrate import SHARED_SCALE, fit_top
-    from tenfold.perf.validation.training import load_cases
-
     start = load_calibration()
     rows = [c for c in load_cases() if c.source == "torchtitan-2024" and c.split == "fit"]
-    slower = [_replace(c, measured=c.measured * 0.7) for c in rows]  # the user's stack runs 30 % slower
+    slower = [replace(c, measured=c.measured * 0.7) for c in rows]  # the user's stack runs 30 % slower
     cal, names = fit_top(slower, start, SHARED_SCALE, iters=40, restarts=1)
     ratios = {k: cal.gemm_efficiency[k] / v for k, v in start.gemm_efficiency.items()}
     assert names == [f"gemm:{k}" for k in sorted(start.gemm_efficiency)]
@@ -246,13 +242,8 @@ def test_shared_gemm_scale_moves_every_gemm_efficiency_by_one_factor():
 def test_rows_marked_holdout_are_still_the_users_to_fit_on():
     """A user's CSV in the shipped schema may carry `split = holdout`; the shipped fit skips such rows, a
     user calibration must not (it used to fit on nothing and return a calibration moved at random)."""
-    from dataclasses import replace as _replace
-
-    from tenfold.perf.validation.calibrate import calibrate_on_runs
-    from tenfold.perf.validation.training import load_cases
-
     rows = [c for c in load_cases() if c.source == "torchtitan-2024"][:4]
-    mine = [_replace(c, measured=c.measured * 0.6, split="holdout") for c in rows]  # 40 % slower stack
+    mine = [replace(c, measured=c.measured * 0.6, split="holdout") for c in rows]  # 40 % slower stack
     result = calibrate_on_runs(mine, iters=40, restarts=1)
     assert result.mape_before > 0.5
     assert result.mape_after < 0.05
