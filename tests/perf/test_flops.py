@@ -1,11 +1,16 @@
-"""FLOP counts: Megatron Eq. 3, NVIDIA's model-FLOP convention, time-to-train estimates."""
+"""FLOP counts: Megatron Eq. 3, NVIDIA's model-FLOP convention, PaLM's MFU count, time-to-train estimates."""
 
 from dataclasses import replace
 
 import pytest
 
 from tenfold.perf import load_model
-from tenfold.perf.flops import megatron_eq3_flops, time_to_train_days, training_flops_per_token
+from tenfold.perf.flops import (
+    layer_matmul_params_active,
+    megatron_eq3_flops,
+    time_to_train_days,
+    training_flops_per_token,
+)
 
 NARAYANAN = ["megatron-gpt-1.7b", "megatron-gpt-39.1b", "megatron-gpt-145.6b", "megatron-gpt-1t"]
 
@@ -50,6 +55,21 @@ def test_causal_vs_noncausal_attention():
     causal = training_flops_per_token(m, 2048, convention="model")
     # NeMo 24.07 counted attention non-causally: 842 TF / 782 tok/s; ours is causal, below by the s^2 half
     assert causal < 842e12 / 782 < causal * 1.02
+    # ... which is the PaLM count: the published pair within 0.1 %
+    assert training_flops_per_token(m, 2048, convention="palm") == pytest.approx(842e12 / 782, rel=1e-3)
+
+
+@pytest.mark.parametrize("seq", [8192, 131072])
+def test_palm_convention_is_6n_plus_12lhqt(seq):
+    # PaLM Appendix B (arXiv 2204.02311): 6N + 12·L·H·Q·T per token, N the matmul weights a token passes
+    # (here the layers and the output head; the input embedding is a lookup)
+    m = load_model("llama3.1-405b")
+    n = layer_matmul_params_active(m) + m.vocab * m.hidden
+    palm = 6 * n + 12 * m.layers * m.heads * m.head_dim * seq
+    assert training_flops_per_token(m, seq, convention="palm") == pytest.approx(palm, rel=1e-12)
+    # the Llama 3 paper's 128K stage: 1.4x the causal count, so its 38 % MFU is 1.4x fewer tokens
+    ratio = palm / training_flops_per_token(m, seq, convention="model")
+    assert ratio == pytest.approx(1.04 if seq == 8192 else 1.40, abs=0.005)
 
 
 def test_time_to_train_examples():

@@ -1,11 +1,15 @@
-"""FLOP counts per token and per step, under the two conventions the published numbers use.
+"""FLOP counts per token and per step, under the three conventions the published numbers use.
 
 A GEMM A[m,k]·B[k,n] costs 2mkn FLOP; training costs 3x the forward pass (backward = dgrad + wgrad).
 
-* ``model`` (NVIDIA Megatron-Bridge "model TFLOP/s", PaLM MFU): 6 FLOP per token per matmul weight that
+* ``model`` (NVIDIA Megatron-Bridge "model TFLOP/s"): 6 FLOP per token per matmul weight that
   the token touches (input embedding excluded: a lookup) + causal attention 6·a·(s/2)·(d_qk + d_v) per layer,
   + the multi-token-prediction modules. Checked against the Megatron-Bridge tables: Llama 3.1 405B gives
   2.52e12 FLOP/token vs 827 TF / 328 tok/s = 2.52e12 (derived).
+* ``palm`` (PaLM MFU, Chowdhery et al. 2022, https://arxiv.org/abs/2204.02311 Appendix B: 6N + 12·L·H·Q·T
+  per token): the same matmul FLOPs with the attention counted over the full s x s scores, no causal
+  halving. The Llama 3 paper (https://arxiv.org/abs/2407.21783 §3.3.2) reports its MFU by this
+  definition; at 128K tokens it counts 1.4x the ``model`` FLOPs of Llama 3.1 405B.
 * ``hardware_incl_recompute`` (Narayanan et al. 2021, https://arxiv.org/abs/2104.04473, Eq. 3): non-causal
   attention (the full s x s score matrix is computed, then masked) and one more forward pass of every layer
   for full activation recomputation: F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) for GPT.
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 from tenfold.perf.specs.models import ModelSpec
 
-CONVENTIONS = ("model", "hardware_incl_recompute")
+CONVENTIONS = ("model", "palm", "hardware_incl_recompute")
 
 
 SECONDS_PER_DAY = 86400.0

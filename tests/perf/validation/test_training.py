@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 
 from tenfold.perf.calibration import load_calibration
+from tenfold.perf.flops import training_flops_per_token
 from tenfold.perf.training.stack import stack
 from tenfold.perf.validation.training import (
     build_report,
@@ -112,6 +113,7 @@ def test_research_schema_without_extension_columns_still_works(tmp_path):
             {**rows[0], "id": "bad-gpu", "gpu": "tpu-v9"},
             {**rows[0], "id": "no-batch", "global_batch_seqs": ""},
             {**rows[0], "id": "bad-metric", "metric": "joules"},
+            {**rows[0], "id": "bad-convention", "flops_convention": "causal-ish"},
         ]
         w.writerows([*rows[:5], *bad])
     rep = validate_training(out)
@@ -119,7 +121,47 @@ def test_research_schema_without_extension_columns_still_works(tmp_path):
     assert "not in the hardware catalog" in reasons["bad-gpu"]
     assert "global_batch_seqs is empty" in reasons["no-batch"]
     assert "metric" in reasons["bad-metric"]
+    assert "flops_convention 'causal-ish'" in reasons["bad-convention"]
     assert len(rep.rows) == 5
+
+
+def test_unstated_flops_convention_of_a_flop_rate_is_ranged():
+    """A FLOP rate whose source does not say how it counted (OPT's 147 TFLOP/s) is read under every
+    convention: the range spans them all and the midpoint is scored, as for an unstated micro-batch."""
+    row = next(r for r in _csv_rows() if r["id"] == "opt-175b-a100x992")
+    assert row["flops_convention"] == ""
+    cal = load_calibration(kind="training")
+    open_ = predict_case(case_from_row(row), cal)
+    assert "flops_convention unstated: range over model, palm, hardware_incl_recompute" in open_.assumed[-1]
+    ranges = [
+        predict_case(case_from_row({**row, "flops_convention": c}), cal).predicted_range
+        for c in ("model", "palm", "hardware_incl_recompute")
+    ]
+    assert open_.predicted_range == pytest.approx((min(r[0] for r in ranges), max(r[1] for r in ranges)))
+    assert open_.predicted == pytest.approx(sum(open_.predicted_range) / 2)
+    # a rate in tokens needs no FLOP count: an empty convention changes nothing there
+    tok = next(r for r in _csv_rows() if r["id"] == "dsv3-h800x2048")
+    assert tok["flops_convention"] == ""
+    assert predict_case(case_from_row(tok), cal).predicted == pytest.approx(
+        predict_case(case_from_row({**tok, "flops_convention": "palm"}), cal).predicted, rel=1e-12
+    )
+
+
+@pytest.mark.parametrize("metric", ["mfu", "tflops_per_gpu"])
+def test_flops_convention_sets_the_flops_behind_a_utilisation(metric):
+    """The same run read as PaLM MFU (full attention counted) claims more FLOPs per token than under the
+    causal count, so the same predicted step gives a higher MFU, by exactly the ratio of the counts."""
+    row = next(r for r in _csv_rows() if r["id"] == "llama31-405b-128k-16384gpu")
+    cal = load_calibration(kind="training")
+    got = {}
+    for conv in ("model", "palm"):
+        case = case_from_row({**row, "metric": metric, "flops_convention": conv})
+        assert not case.reason
+        got[conv] = predict_case(case, cal).predicted
+    m = case.model
+    ratio = training_flops_per_token(m, 131072, convention="palm") / training_flops_per_token(m, 131072)
+    assert got["palm"] / got["model"] == pytest.approx(ratio, rel=1e-9)
+    assert ratio > 1.39
 
 
 def test_unknown_knobs_are_ranged_and_reported():

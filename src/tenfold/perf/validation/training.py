@@ -16,8 +16,10 @@ columns). For each row:
   run only ranges over sizes that leave at least one micro-batch per stage when any does (see
   `_knob_options`). The row says what was assumed;
 * the metric is predicted in the row's convention: tokens_per_s_per_gpu, step_time_s, tflops_per_gpu
-  (`hardware_incl_recompute` = Narayanan 2021 Eq. 3 counting, else model FLOPs), mfu (model FLOPs over the
-  dense peak of the row's precision), time_to_train_min (needs a `train_tokens` column).
+  and mfu (FLOPs counted by the row's `flops_convention`, `tenfold.perf.flops.CONVENTIONS`: model FLOPs
+  with causal attention, `palm` for the PaLM MFU definition, `hardware_incl_recompute` for Narayanan 2021
+  Eq. 3; where the source does not say, every convention is in the range scored at its midpoint; mfu
+  divides by the dense peak of the row's precision), time_to_train_min (needs a `train_tokens` column).
 
 Rows that cannot be predicted (unknown GPU, no catalog match for an MLA model, empty global batch, an
 unsupported metric) are returned with the reason; they are never dropped silently.
@@ -34,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from tenfold.perf.calibration import Calibration, load_calibration
-from tenfold.perf.flops import training_flops_per_token
+from tenfold.perf.flops import CONVENTIONS, training_flops_per_token
 from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.specs.hardware import Hardware, list_hardware, load_hardware
 from tenfold.perf.specs.models import ModelSpec
@@ -233,7 +235,7 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
         num_gpus=int_cell(row.get("num_gpus"), 0) or 0,
         metric=row.get("metric", ""),
         measured=float(row["value"]) if (row.get("value") or "").strip() else math.nan,
-        convention=(row.get("flops_convention") or "").strip() or "model",
+        convention=(row.get("flops_convention") or "").strip(),
         reliability=(row.get("reliability") or "").strip() or "unknown",
         source_url=row.get("source_url", ""),
         **row_origin(row),
@@ -242,6 +244,9 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
         return TrainingCase(**head, reason=f"missing required columns: {', '.join(missing)}")
     if head["metric"] not in METRICS:
         return TrainingCase(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
+    if head["convention"] and head["convention"] not in CONVENTIONS:
+        allowed = ", ".join(CONVENTIONS)
+        return TrainingCase(**head, reason=f"flops_convention {head['convention']!r} is not one of {allowed}")
     if head["gpu"] not in list_hardware():
         return TrainingCase(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
     assumed: list[str] = []
@@ -343,8 +348,17 @@ def load_cases(path: str | Path | None = None) -> list[TrainingCase]:
     return [case_from_row(row) for row in read_rows(path, REQUIRED)]
 
 
-def _metric(case: TrainingCase, step_s: np.ndarray) -> np.ndarray:
-    """The row's metric for each candidate layout, from its step time (seconds)."""
+def _conventions(case: TrainingCase) -> tuple[str, ...]:
+    """The FLOP conventions a row's metric is read under: its own; for a FLOP-rate metric whose source
+    does not say how it counted, every convention (the prediction is then the midpoint of their range)."""
+    if case.convention:
+        return (case.convention,)
+    return CONVENTIONS if case.metric in ("tflops_per_gpu", "mfu") else ("model",)
+
+
+def _metric(case: TrainingCase, step_s: np.ndarray, convention: str) -> np.ndarray:
+    """The row's metric for each candidate layout, from its step time (seconds), FLOPs counted by
+    `convention` (for tflops_per_gpu and mfu)."""
     tok_gpu = case.global_batch * case.seq_len / step_s / case.num_gpus
     if case.metric == "tokens_per_s_per_gpu":
         return tok_gpu
@@ -352,23 +366,22 @@ def _metric(case: TrainingCase, step_s: np.ndarray) -> np.ndarray:
         return step_s
     if case.metric == "time_to_train_min":
         return case.train_tokens / (tok_gpu * case.num_gpus) / 60.0
+    per_mode = {
+        rc: training_flops_per_token(case.model, case.seq_len, convention=convention, recompute=rc)
+        for rc in {lay.recompute for lay in case.candidates}
+    }
+    rate = np.array([per_mode[lay.recompute] for lay in case.candidates]) * tok_gpu
     if case.metric == "tflops_per_gpu":
-        conv = "hardware_incl_recompute" if case.convention == "hardware_incl_recompute" else "model"
-        per_mode = {
-            rc: training_flops_per_token(case.model, case.seq_len, convention=conv, recompute=rc)
-            for rc in {lay.recompute for lay in case.candidates}
-        }
-        flops = np.array([per_mode[lay.recompute] for lay in case.candidates])
-        return flops * tok_gpu / 1e12
+        return rate / 1e12
     # mfu
-    rate = training_flops_per_token(case.model, case.seq_len) * tok_gpu
     return rate / case.hardware.peak(case.precision.peak_key)
 
 
 def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
     """Predict one resolved case (all its candidate layouts in one vectorised call). With several candidates
-    (unstated knobs), the prediction is the midpoint of the metric's range over the valid plans that fit in
-    memory (over the valid ones if none fits, over all if none is valid)."""
+    (unstated knobs) or an unstated FLOP convention, the prediction is the midpoint of the metric's range
+    over the valid plans that fit in memory (over the valid ones if none fits, over all if none is valid),
+    each plan read under every convention in play."""
     assert not case.reason, case.reason
     lays = case.candidates
     grid = PlanGrid.from_layouts(lays, default_zero=case.software.default_zero)
@@ -385,24 +398,30 @@ def predict_case(case: TrainingCase, calibration: Calibration) -> RowResult:
     masks = grid.rule_masks(case.model, case.seq_len, case.global_batch)
     valid = ~np.any(np.stack(list(masks.values())), axis=0)
     fits = out["memory_B"] <= case.hardware.hbm_bytes
-    values = _metric(case, np.asarray(out["step_s"], dtype=float))
+    convs = _conventions(case)
+    step_s = np.asarray(out["step_s"], dtype=float)
+    values = np.concatenate([_metric(case, step_s, conv) for conv in convs])
     pools = ((fits & valid, "valid plans that fit"), (valid, "valid plans, none fits"))
     pool, kind = next(((m, k) for m, k in pools if np.any(m)), (np.ones(len(lays), dtype=bool), "plans"))
+    pool = np.tile(pool, len(convs))
     idx = np.flatnonzero(pool & np.isfinite(values))
-    idx = idx if len(idx) else np.arange(len(lays))
+    idx = idx if len(idx) else np.arange(len(values))
     span: tuple[float, float] | None = None
-    if len(lays) == 1:
-        i, pred = 0, float(values[0])
+    if len(values) == 1:
+        j, pred = 0, float(values[0])
     else:
         span = (float(values[idx].min()), float(values[idx].max()))
         pred = 0.5 * (span[0] + span[1])
-        i = int(idx[np.argmin(np.abs(values[idx] - pred))])
+        j = int(idx[np.argmin(np.abs(values[idx] - pred))])
+    i = j % len(lays)
     lay = lays[i]
-    chosen = (
-        []
-        if span is None
-        else [f"range over {len(idx)} of {len(lays)} {kind}; nearest the midpoint: {lay.describe()}"]
-    )
+    chosen: list[str] = []
+    if span is not None:
+        parts = [f"flops_convention unstated: range over {', '.join(convs)}"] if len(convs) > 1 else []
+        if len(lays) > 1:
+            parts.append(f"range over {len(set(idx % len(lays)))} of {len(lays)} {kind}")
+        tag = f" ({convs[j // len(lays)]})" if len(convs) > 1 else ""
+        chosen.append("; ".join([*parts, f"nearest the midpoint: {lay.describe()}{tag}"]))
     u = calibration.uncertainty
     interval = None if u is None else u.interval(pred, case_group(case))
     return RowResult(
