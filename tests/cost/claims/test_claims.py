@@ -3,6 +3,8 @@ per-GPU speedups against measured Megatron-Bridge pairs."""
 
 import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -103,3 +105,42 @@ def test_gpt_moe_1_8t_shape_fits_an_hgx_node_and_the_published_totals():
     assert m.active_params() / 1e9 == pytest.approx(280, rel=0.03)
     tps = {d.tp for d in deployments(m, 8) if d.dp == 1}
     assert 8 in tps and m.heads % 8 == 0
+
+
+COST_DOC = Path(__file__).resolve().parents[3] / "docs" / "cost.md"
+
+
+def _doc_rows(header: str) -> list[list[str]]:
+    """Cells of the markdown table in docs/cost.md whose header row starts with `header`."""
+    lines = COST_DOC.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+def _x(cell: str) -> float:
+    return float(re.match(r"[\d.]+", cell).group())
+
+
+def test_docs_state_the_claims_chain_the_command_prints(claims):
+    """docs/cost.md's training chain (model ratio and its four factors) is what `tenfold claims` prints
+    today, to the two decimals shown: a refit that moves it must move the docs too."""
+    row = next(r for r in _doc_rows("| claim | claimed | model |") if r[0].startswith("4×"))
+    d = claims["training"]
+    factors = [f["value"] for f in d["factors"]]
+    assert [_x(c) for c in row[2:7]] == [round(v, 2) for v in [d["model_ratio"], *factors]]
+
+
+def test_docs_state_the_measured_pairs_the_command_prints(claims):
+    """docs/cost.md's "Against measurement" table: every pair's model ratio and error as printed today."""
+    doc = {r[0]: r for r in _doc_rows("| pair | measured | model | error |")}
+    assert set(doc) == {m["pair"]["name"] for m in claims["measured"]}
+    for m in claims["measured"]:
+        r = doc[m["pair"]["name"]]
+        assert _x(r[1]) == round(m["measured"], 2) and _x(r[2]) == round(m["predicted"], 2), r
+        sign = -1.0 if r[3].startswith("−") else 1.0
+        assert sign * _x(r[3].lstrip("−+")) == pytest.approx(round(m["error"] * 100, 1), abs=0.051), r
