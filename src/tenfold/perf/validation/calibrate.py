@@ -22,9 +22,9 @@ kind's (`fit.validator`); the procedure is one. Every row must be predictable
    folds beyond 5 rows), and the fewest parameters within half a point of the best held-out MAPE win.
    Rows that disagree with one another (a table mixing GPUs, precisions, dense and MoE models, whose errors
    are the model's, not a shared efficiency's) then leave the start calibration alone rather than bend it
-   to a handful of rows: in `benchmarks/calibrate_own_stack.py` fitting 4 Megatron-Bridge rows without this
-   check made the stack's other rows worse (11.7 % -> 13.0 % MAPE), with it they stay at 11.7 %, while 4
-   rows of Narayanan 2021's A100 runs still cut the other 7 rows' error from 10 % to under 4 %.
+   to a handful of rows: in `benchmarks/calibrate_own_stack.py` (2026-12-03, when the check was added)
+   fitting 4 Megatron-Bridge rows without this check made the stack's other rows worse (11.7 % -> 13.0 %
+   MAPE), with it they stayed at 11.7 %. Today's figures per stack are in docs/perf.md.
 4. The fit itself is `fit_calibration` (Nelder-Mead on the reliability-weighted MAPE, errors capped at
    `USER_ERROR_CAP`) over the chosen parameters, starting from the start calibration.
 """
