@@ -29,8 +29,8 @@ from tenfold.perf.validation.training import (
 # power-limited H100s, docs/perf.md)
 MAPE_OVERALL = 0.13
 MAPE_HIGH = 0.09
-# Rows added for issue 15 (Megatron-Bridge 25.09-26.06, the Megatron-MoE model zoo, torchtitan): their
-# hold-out was drawn by a content-blind rule before any fit
+# Rows added for issue 15 (Megatron-Bridge 25.09-26.06, the Megatron-MoE model zoo, torchtitan, the third
+# stage of the Llama 3 paper's Table 4): their hold-out was drawn by a content-blind rule before any fit
 ADDED_AFTER_FIT = ("mb25", "mb26", "zoo-", "tt24-", "tt25-", "trainy-", "llama31-405b-8k-16384gpu")
 
 
@@ -143,14 +143,16 @@ def test_unstated_flops_convention_of_a_flop_rate_is_ranged():
     row = next(r for r in _csv_rows() if r["id"] == "opt-175b-a100x992")
     assert row["flops_convention"] == ""
     cal = load_calibration(kind="training")
-    open_ = predict_case(case_from_row(row), cal)
-    assert "flops_convention unstated: range over model, palm, hardware_incl_recompute" in open_.assumed[-1]
+    unstated = predict_case(case_from_row(row), cal)
+    assert (
+        "flops_convention unstated: range over model, palm, hardware_incl_recompute" in unstated.assumed[-1]
+    )
     ranges = [
         predict_case(case_from_row({**row, "flops_convention": c}), cal).predicted_range
         for c in ("model", "palm", "hardware_incl_recompute")
     ]
-    assert open_.predicted_range == pytest.approx((min(r[0] for r in ranges), max(r[1] for r in ranges)))
-    assert open_.predicted == pytest.approx(sum(open_.predicted_range) / 2)
+    assert unstated.predicted_range == pytest.approx((min(r[0] for r in ranges), max(r[1] for r in ranges)))
+    assert unstated.predicted == pytest.approx(sum(unstated.predicted_range) / 2)
     # a rate in tokens needs no FLOP count: an empty convention changes nothing there
     tok = next(r for r in _csv_rows() if r["id"] == "dsv3-h800x2048")
     assert tok["flops_convention"] == ""
