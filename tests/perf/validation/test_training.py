@@ -24,7 +24,7 @@ from tenfold.perf.validation.training import (
     validate_training,
 )
 
-# In-sample MAPE over the split = fit rows: achieved 10.6 % overall and 6.7 % on high-reliability rows
+# In-sample MAPE over the split = fit rows: achieved 11.0 % overall and 6.6 % on high-reliability rows
 # (2026-12-04 refit on 99 rows; the medium-reliability rows hold the slow 26.02 release and torchtitan runs on
 # power-limited H100s, docs/perf.md)
 MAPE_OVERALL = 0.13

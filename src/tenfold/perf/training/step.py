@@ -38,7 +38,7 @@ from tenfold.perf.training.compute import (
 )
 from tenfold.perf.training.grid import PlanGrid, PlanTerms
 from tenfold.perf.training.layout import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
-from tenfold.perf.training.stack import TP_OVERLAP_RESIDUAL, Stack, uses_flash
+from tenfold.perf.training.stack import Stack, uses_flash
 
 # Adam over one parameter, bytes of HBM traffic: read master/m/v/grad (16), write master/m/v (12),
 # the bf16 parameter (2), gradient clipping and zeroing (8).
@@ -50,11 +50,11 @@ ADAM_BYTES_PER_PARAM = 38.0
 EP_COMM_SMS = 20.0
 
 
-def _exposed(comm_s, hide_s, overlap: bool):
+def _exposed(comm_s, hide_s, software: Stack):
     """TP communication left exposed when it overlaps `hide_s` of GEMMs (see stack.py)."""
-    if not overlap:
+    if not software.tp_overlap:
         return comm_s
-    return np.maximum(comm_s - hide_s, 0.0) + TP_OVERLAP_RESIDUAL * comm_s
+    return np.maximum(comm_s - hide_s, 0.0) + software.tp_overlap_residual * comm_s
 
 
 def _cp_times(model: ModelSpec, p: PlanTerms, lt: LayerTimes, software: Stack, links: Links):
@@ -147,8 +147,8 @@ def _layer_costs(
         # (Korthikanti et al. 2022, https://arxiv.org/abs/2205.05198).
         n_f = 2.0 if moe else 4.0
         n_b = np.where(sp, 3.0 if moe else 6.0, n_f)
-        tp_f = _exposed(n_f * tp_rs, lt.gemm_f, software.tp_overlap)
-        tp_b = _exposed(n_b * tp_rs, lt.gemm_b, software.tp_overlap)
+        tp_f = _exposed(n_f * tp_rs, lt.gemm_f, software)
+        tp_b = _exposed(n_b * tp_rs, lt.gemm_b, software)
         cp_f, cp_b = _cp_times(model, p, lt, software, links)
         zero = np.zeros_like(T)
         ep_f, ep_b = (
