@@ -229,7 +229,7 @@ def test_shared_gemm_scale_moves_every_gemm_efficiency_by_one_factor():
     """The one-parameter candidate keeps the published ratios between GPUs and formats."""
     start = load_calibration()
     rows = [c for c in load_cases() if c.source == "torchtitan-2024" and c.split == "fit"]
-    slower = [replace(c, measured=c.measured * 0.7) for c in rows]  # the user's stack runs 30 % slower
+    slower = [replace(c, measured=c.measured * 0.85) for c in rows]  # the user's stack runs 15 % slower
     cal, names = fit_top(slower, start, SHARED_SCALE, iters=40, restarts=1)
     ratios = {k: cal.gemm_efficiency[k] / v for k, v in start.gemm_efficiency.items()}
     assert names == [f"gemm:{k}" for k in sorted(start.gemm_efficiency)]
@@ -243,7 +243,7 @@ def test_rows_marked_holdout_are_still_the_users_to_fit_on():
     """A user's CSV in the shipped schema may carry `split = holdout`; the shipped fit skips such rows, a
     user calibration must not (it used to fit on nothing and return a calibration moved at random)."""
     rows = [c for c in load_cases() if c.source == "torchtitan-2024"][:4]
-    mine = [replace(c, measured=c.measured * 0.6, split="holdout") for c in rows]  # 40 % slower stack
+    mine = [replace(c, measured=c.measured * 0.7, split="holdout") for c in rows]  # 30 % slower stack
     result = calibrate_on_runs(mine, iters=40, restarts=1)
     assert result.mape_before > 0.5
     assert result.mape_after < 0.05
