@@ -20,6 +20,11 @@ def int_cell(s: str, default: int | None = None) -> int | None:
     return int(float(s))
 
 
+def choice_reason(field: str, value: str, allowed: tuple[str, ...]) -> str:
+    """A row's reason when a cell must be one of `allowed` ('' when it is), naming the field."""
+    return "" if value in allowed else f"{field} {value!r} is not one of {', '.join(allowed)}"
+
+
 def row_model(row: dict[str, str]) -> tuple[ModelSpec | None, str, list[str]]:
     """The row's architecture: catalog details overridden by the row's columns."""
     name = row["model"].strip()

@@ -47,9 +47,18 @@ from tenfold.perf.training.stack import CUDA_GRAPH_MODES, Stack, stack
 from tenfold.perf.training.step import evaluate_plans
 from tenfold.perf.uncertainty import group_key
 from tenfold.perf.validation.cvresults import attach_cv, read_cv
-from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model, row_origin
+from tenfold.perf.validation.rows import (
+    choice_reason,
+    int_cell,
+    parse_assumptions,
+    read_rows,
+    row_model,
+    row_origin,
+)
 
 METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "time_to_train_min")
+FLOP_RATE_METRICS = ("tflops_per_gpu", "mfu")
+"""The metrics whose value depends on how FLOPs are counted (`flops_convention`)."""
 REQUIRED = (
     "id",
     "model",
@@ -242,11 +251,11 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
     )
     if missing:
         return TrainingCase(**head, reason=f"missing required columns: {', '.join(missing)}")
-    if head["metric"] not in METRICS:
-        return TrainingCase(**head, reason=f"metric {head['metric']!r} is not one of {', '.join(METRICS)}")
-    if head["convention"] and head["convention"] not in CONVENTIONS:
-        allowed = ", ".join(CONVENTIONS)
-        return TrainingCase(**head, reason=f"flops_convention {head['convention']!r} is not one of {allowed}")
+    bad = choice_reason("metric", head["metric"], METRICS)
+    if head["convention"]:
+        bad = bad or choice_reason("flops_convention", head["convention"], CONVENTIONS)
+    if bad:
+        return TrainingCase(**head, reason=bad)
     if head["gpu"] not in list_hardware():
         return TrainingCase(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
     assumed: list[str] = []
@@ -269,9 +278,8 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
     if unsupported:
         return TrainingCase(**head, reason=unsupported)
     graph = (row.get("cuda_graph") or "").strip()
-    if graph and graph not in CUDA_GRAPH_MODES:
-        allowed = ", ".join(CUDA_GRAPH_MODES)
-        return TrainingCase(**head, reason=f"cuda_graph {graph!r} is not one of {allowed}")
+    if graph and (bad := choice_reason("cuda_graph", graph, CUDA_GRAPH_MODES)):
+        return TrainingCase(**head, reason=bad)
     software = _row_software(row)
     seq = int_cell(row["seq_len"])
     gbs = int_cell(row.get("global_batch_seqs"))
@@ -353,7 +361,7 @@ def _conventions(case: TrainingCase) -> tuple[str, ...]:
     does not say how it counted, every convention (the prediction is then the midpoint of their range)."""
     if case.convention:
         return (case.convention,)
-    return CONVENTIONS if case.metric in ("tflops_per_gpu", "mfu") else ("model",)
+    return CONVENTIONS if case.metric in FLOP_RATE_METRICS else ("model",)
 
 
 def _metric(case: TrainingCase, step_s: np.ndarray, convention: str) -> np.ndarray:
