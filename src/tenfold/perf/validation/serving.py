@@ -47,14 +47,8 @@ from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.specs.hardware import list_hardware
 from tenfold.perf.uncertainty import serving_group_key
 from tenfold.perf.validation.cvresults import attach_cv, read_cv
-from tenfold.perf.validation.rows import (
-    choice_reason,
-    int_cell,
-    parse_assumptions,
-    read_rows,
-    row_model,
-    row_origin,
-)
+from tenfold.perf.validation.rows import choice_reason as one_of
+from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model, row_origin
 from tenfold.perf.validation.training import (
     RowResult,
     ValidationReport,
@@ -152,7 +146,7 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
     missing = [k for k in REQUIRED if not _cell(row, k)]
     if missing:
         return ServingCase(**head, reason=f"missing required columns: {', '.join(missing)}")
-    if bad := choice_reason("metric", head["metric"], METRICS):
+    if bad := one_of("metric", head["metric"], METRICS):
         return ServingCase(**head, reason=bad)
     role = head["role"]
     if role and role not in ROLE_METRICS:

@@ -47,14 +47,8 @@ from tenfold.perf.training.stack import CUDA_GRAPH_MODES, Stack, stack
 from tenfold.perf.training.step import evaluate_plans
 from tenfold.perf.uncertainty import group_key
 from tenfold.perf.validation.cvresults import attach_cv, read_cv
-from tenfold.perf.validation.rows import (
-    choice_reason,
-    int_cell,
-    parse_assumptions,
-    read_rows,
-    row_model,
-    row_origin,
-)
+from tenfold.perf.validation.rows import choice_reason as one_of
+from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model, row_origin
 
 METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "time_to_train_min")
 FLOP_RATE_METRICS = ("tflops_per_gpu", "mfu")
@@ -251,9 +245,9 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
     )
     if missing:
         return TrainingCase(**head, reason=f"missing required columns: {', '.join(missing)}")
-    bad = choice_reason("metric", head["metric"], METRICS)
+    bad = one_of("metric", head["metric"], METRICS)
     if head["convention"]:
-        bad = bad or choice_reason("flops_convention", head["convention"], CONVENTIONS)
+        bad = bad or one_of("flops_convention", head["convention"], CONVENTIONS)
     if bad:
         return TrainingCase(**head, reason=bad)
     if head["gpu"] not in list_hardware():
@@ -278,7 +272,7 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
     if unsupported:
         return TrainingCase(**head, reason=unsupported)
     graph = (row.get("cuda_graph") or "").strip()
-    if graph and (bad := choice_reason("cuda_graph", graph, CUDA_GRAPH_MODES)):
+    if graph and (bad := one_of("cuda_graph", graph, CUDA_GRAPH_MODES)):
         return TrainingCase(**head, reason=bad)
     software = _row_software(row)
     seq = int_cell(row["seq_len"])
