@@ -26,8 +26,12 @@ Parameters (all dimensionless fractions unless named otherwise):
 `uncertainty` (optional `[uncertainty]` section): the spread of the model's cross-validated error, from
 which every estimate's 80 % interval comes (`tenfold.perf.uncertainty`).
 
-Fixed, not fitted: per-step latencies of the links, and the GEMM efficiency used for an architecture
-the validation set does not cover. No parameter is per row or per model.
+Fixed, not fitted: per-step latencies of the links, the GEMM efficiency used for an architecture
+the validation set does not cover, and `gemm_shapes`: "flat" (one efficiency per architecture and width
+for every GEMM shape, tiles padded to 128 rows) or "measured" (that efficiency is the reference layer's,
+and each GEMM is scaled by its shape's measured rate relative to it, from NVIDIA's kernel tables where
+the GPU has them: `tenfold.perf.measured.gemm.ShapeEfficiency`; evaluated in docs/perf.md and not the
+committed choice). No parameter is per row or per model.
 
 `InferenceCalibration` (file `data/calibration/inference.toml`, fitted on `inference_runs.csv`) is the same
 kind of object for the serving model, with its own GEMM efficiencies (inference kernels differ from
@@ -68,6 +72,7 @@ FRACTIONS = (
     "scaleout_efficiency",
     "alltoall_efficiency",
 )
+GEMM_SHAPES = ("flat", "measured")
 # Physical ranges the fit may move each parameter in (documented in docs/perf.md):
 # GEMMs reach 30-95 % of the dense peak; FlashAttention-3 reaches about a GEMM's efficiency in the forward
 # and less in the backward; streaming kernels reach at most ~92 % of HBM bandwidth; NCCL bus bandwidth
@@ -110,10 +115,13 @@ class Calibration:
     scaleup_latency_us: float = 3.0
     scaleout_latency_us: float = 8.0
     fallback_gemm_efficiency: float = 0.65
+    gemm_shapes: str = "flat"
     uncertainty: Uncertainty | None = field(default=None, compare=False)
     fit: MappingProxyType = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     def __post_init__(self) -> None:
+        if self.gemm_shapes not in GEMM_SHAPES:
+            raise ValueError(f"gemm_shapes must be one of {', '.join(GEMM_SHAPES)}, got {self.gemm_shapes!r}")
         for key in self.FRACTION_FIELDS:
             v = getattr(self, key)
             if not 0.0 < v <= 1.5:
@@ -151,8 +159,13 @@ class Calibration:
             return "fallback: no published run or kernel table for this GPU and width"
         if key in self.fit.get("gemm_tied", ()):
             tables = str(self.fit.get("gemm_reference", "aiconfigurator-core")).split(":")[0]
-            return f"measured kernel table ({tables}, {key}) x fitted {self.fit.get('gemm_tied_scale', '?')}"
-        return f"fitted on published runs ({key})"
+            scale = self.fit.get("gemm_tied_scale", "?")
+            source = f"measured kernel table ({tables}, {key}) x fitted {scale}"
+        else:
+            source = f"fitted on published runs ({key})"
+        if self.gemm_shapes == "measured":
+            source += ", scaled per GEMM shape by measured kernel tables where the GPU has them"
+        return source
 
     def kernel_efficiency(self, kernels: str) -> float:
         """Compute-rate factor of a software stack's kernel family (`Stack.kernels`): 1 for Transformer
@@ -260,7 +273,7 @@ def calibration_from_dict(d: dict, *, kind: str = "training") -> Calibration:
         fit=MappingProxyType(dict(d.get("fit", {}))),
         uncertainty=uncertainty_from_dict(d["uncertainty"]) if "uncertainty" in d else None,
         **{k: float(v) for k, v in p.items()},
-        **{k: float(v) for k, v in fixed.items()},
+        **{k: v if k == "gemm_shapes" else float(v) for k, v in fixed.items()},
     )
 
 
@@ -288,6 +301,8 @@ def calibration_to_toml(cal: Calibration, *, header: str = "") -> str:
         f"{k} = {getattr(cal, k)}"
         for k in ("scaleup_latency_us", "scaleout_latency_us", "fallback_gemm_efficiency")
     ]
+    if cal.gemm_shapes != "flat":
+        lines.append(f'gemm_shapes = "{cal.gemm_shapes}"')
     if cal.uncertainty is not None:
         lines += ["", *uncertainty_to_toml(cal.uncertainty)]
     if cal.fit:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from tenfold.perf.calibration import Calibration, load_calibration
-from tenfold.perf.measured.gemm import layer_gemm_efficiency
+from tenfold.perf.measured.gemm import REFERENCE_MODEL, REFERENCE_TOKENS, REFERENCE_TP, layer_gemm_efficiency
 from tenfold.perf.measured.tables import data_root
 from tenfold.perf.specs.models import load_model
 
@@ -28,9 +28,6 @@ REPRESENTATIVE = {
     "blackwell": ("b200", {"16": "bf16", "8": "mxfp8", "4": "nvfp4"}),
     "blackwell-ultra": ("b300", {"16": "bf16", "8": "mxfp8", "4": "nvfp4"}),
 }
-REFERENCE_MODEL = "llama3-70b"
-REFERENCE_TP = 4
-REFERENCE_TOKENS = 8192
 
 
 def measured_gemm_prior(arch: str, bits_class: str) -> float | None:

@@ -9,7 +9,10 @@
   nvte_multi_stream_cublas_gemm, https://github.com/NVIDIA/TransformerEngine), so EP8 with 32 experts per
   GPU launches 8x the expert kernels of EP64 for the same FLOPs. Backward =
   dgrad (same F) + wgrad (same F, accumulating into the fp32 main gradient: 8 B per weight).
-  η is the calibrated efficiency for the GPU's architecture and the operand width.
+  η is the calibrated efficiency for the GPU's architecture and the operand width. With a calibration's
+  `gemm_shapes = "measured"`, η of each GEMM and pass is that value times the shape's measured rate
+  relative to a large reference layer (`Rates.lp_shape`, `tenfold.perf.measured.gemm.ShapeEfficiency`),
+  and M is not padded (the tables time the real shape, padding included).
 * Flash attention: causal scores only; backward = 2.5x the forward FLOPs (five matmuls instead of two,
   Dao 2023); the softmax exponentials run on the special-function units, so t = max(MMA time, exp time)
   (FA3/FA4 overlap the two; on B200 for d=128 the exponentials are as slow as the MMAs, which is why
@@ -25,7 +28,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +40,8 @@ from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.specs.precision import Precision
 
 TILE_M = 128
+ShapeFactor = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+"""(m, n, k) -> efficiency of that GEMM shape relative to the calibrated one (`Rates.lp_shape`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,14 +57,23 @@ class Rates:
     moe_layer_s: float
     operand_bytes: float
     quant_bytes: float
+    lp_shape: ShapeFactor | None = None  # per-shape factor of the training-precision GEMMs (None: flat)
+    bf16_shape: ShapeFactor | None = None  # ... and of the 16-bit ones
 
 
 def rates(
-    hw: Hardware, precision: Precision, cal: Calibration, *, kernels: str = "te", full_graph: bool = False
+    hw: Hardware,
+    precision: Precision,
+    cal: Calibration,
+    *,
+    kernels: str = "te",
+    full_graph: bool = False,
+    shapes: tuple[ShapeFactor | None, ShapeFactor | None] = (None, None),
 ) -> Rates:
     """Sustained rates; `kernels` is the stack's kernel family (`Stack.kernels`), whose factor
     (`Calibration.kernel_efficiency`) scales the tensor-core rates; `full_graph`
-    (`Stack.full_iteration_graph`): the step is one CUDA graph, so no per-MoE-layer host cost."""
+    (`Stack.full_iteration_graph`): the step is one CUDA graph, so no per-MoE-layer host cost; `shapes`:
+    the per-shape factors of the training-precision and 16-bit GEMMs (`Calibration.gemm_shapes`)."""
     k = cal.kernel_efficiency(kernels)
     e16 = cal.gemm(hw.arch, "16") * k
     return Rates(
@@ -72,6 +86,8 @@ def rates(
         moe_layer_s=0.0 if full_graph else cal.moe_layer_overhead_us * 1e-6,
         operand_bytes=precision.operand_bytes,
         quant_bytes=precision.quant_bytes,
+        lp_shape=shapes[0],
+        bf16_shape=shapes[1],
     )
 
 
@@ -81,15 +97,19 @@ def gemm_times(M, N, K, r: Rates, *, count=1.0, low: bool = True, kernels=1.0):
     M, N, K, count, kernels = (np.asarray(x, dtype=float) for x in (M, N, K, count, kernels))
     flops_rate = r.lp_flops if low else r.bf16_flops
     ob = r.operand_bytes if low else 2.0
-    mp = np.ceil(M / TILE_M) * TILE_M
-    t_math = 2.0 * mp * N * K * count / flops_rate
+    shape = r.lp_shape if low else r.bf16_shape
+    if shape is None:
+        t_fwd = t_dgrad = t_wgrad = 2.0 * np.ceil(M / TILE_M) * TILE_M * N * K * count / flops_rate
+    else:
+        t_flat = 2.0 * M * N * K * count / flops_rate
+        t_fwd, t_dgrad, t_wgrad = (t_flat / shape(*s) for s in ((M, N, K), (M, K, N), (N, K, M)))
     fwd_bytes = count * (M * K * ob + K * N * ob + M * N * 2.0)
     dgrad_bytes = count * (M * N * ob + K * N * ob + M * K * 2.0)
     wgrad_bytes = count * (M * N * ob + M * K * ob + K * N * 8.0)
-    fwd = np.maximum(t_math, fwd_bytes / r.hbm_Bps) + kernels * r.kernel_s
+    fwd = np.maximum(t_fwd, fwd_bytes / r.hbm_Bps) + kernels * r.kernel_s
     bwd = (
-        np.maximum(t_math, dgrad_bytes / r.hbm_Bps)
-        + np.maximum(t_math, wgrad_bytes / r.hbm_Bps)
+        np.maximum(t_dgrad, dgrad_bytes / r.hbm_Bps)
+        + np.maximum(t_wgrad, wgrad_bytes / r.hbm_Bps)
         + 2.0 * kernels * r.kernel_s
     )
     return fwd, bwd

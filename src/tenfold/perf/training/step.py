@@ -22,6 +22,7 @@ import numpy as np
 from tenfold.perf import comm
 from tenfold.perf.calibration import Calibration
 from tenfold.perf.comm import Links
+from tenfold.perf.measured.gemm import shape_factors
 from tenfold.perf.specs.hardware import Hardware
 from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.specs.precision import Precision
@@ -296,7 +297,14 @@ def plan_times(
     """
     p = grid.terms(layers=model.layers, seq_len=seq_len, global_batch=global_batch)
     low = precision.low
-    r = rates(hw, precision, calibration, kernels=software.kernels, full_graph=software.full_iteration_graph)
+    r = rates(
+        hw,
+        precision,
+        calibration,
+        kernels=software.kernels,
+        full_graph=software.full_iteration_graph,
+        shapes=shape_factors(hw, precision, calibration),
+    )
     links = calibration.links(hw)
     zero, m = p.zero, p.microbatches
     sm_share = EP_COMM_SMS / hw.sm_count if hw.sm_count else 0.0

@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
-from tenfold.perf.calibration import Calibration, calibration_to_toml, load_calibration
+from tenfold.perf.calibration import GEMM_SHAPES, Calibration, calibration_to_toml, load_calibration
 from tenfold.perf.measured.prior import measured_gemm_efficiencies
 from tenfold.perf.measured.tables import available
 from tenfold.perf.specs.catalog import data_dir
@@ -326,14 +326,23 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--tie", action="store_true", help="tie GEMM efficiencies to the measured kernel tables (one scale)"
     )
+    ap.add_argument(
+        "--gemm-shapes",
+        choices=GEMM_SHAPES,
+        help="GEMM efficiency per shape: flat, or measured (per-shape factors from the kernel tables); "
+        "default: the committed calibration's",
+    )
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="folds run in parallel")
     args = ap.parse_args(argv)
     t0 = time.time()
     kind = args.kind
     cases = validator(kind).load_cases()
+    template = load_calibration(kind=kind)
+    if args.gemm_shapes:
+        template = replace(template, gemm_shapes=args.gemm_shapes)
     cal, rows = fit_with_uncertainty(
         cases,
-        template=load_calibration(kind=kind),
+        template=template,
         penalty=args.penalty,
         iters=args.iters,
         tie=args.tie,

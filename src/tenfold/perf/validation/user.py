@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from tenfold.perf.calibration import BOUNDS, Calibration, calibration_from_dict, calibration_kind
+from tenfold.perf.calibration import BOUNDS, GEMM_SHAPES, Calibration, calibration_from_dict, calibration_kind
 from tenfold.perf.uncertainty import uncertainty_from_dict
 
 TABLES = ("gemm_efficiency", "parameters", "fixed", "fit", "uncertainty")
@@ -25,7 +25,8 @@ FIXED_RANGES = {
     "scaleout_latency_us": (0.0, 1000.0),
     "fallback_gemm_efficiency": BOUNDS["gemm"],
 }
-"""The [fixed] values: link latencies (microseconds) and the GEMM efficiency of an uncalibrated GPU."""
+"""The [fixed] values: link latencies (microseconds) and the GEMM efficiency of an uncalibrated GPU; also
+`gemm_shapes`, one of GEMM_SHAPES (see `tenfold.perf.calibration`)."""
 
 
 def _number(where: str, v: Any, lo: float, hi: float) -> float:
@@ -81,13 +82,16 @@ def check_calibration_dict(d: Any, *, kind: str = "training") -> Calibration:
     for k in names:
         _number(f"parameters.{k}", params[k], *cls.PARAM_BOUNDS[k])
     fixed = _table(d, "fixed")
-    unknown = [k for k in fixed if k not in FIXED_RANGES]
+    known = (*FIXED_RANGES, "gemm_shapes")
+    unknown = [k for k in fixed if k not in known]
     if unknown:
-        raise ValueError(
-            f"[fixed] unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(FIXED_RANGES)}"
-        )
+        raise ValueError(f"[fixed] unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
     for k, v in fixed.items():
-        _number(f"fixed.{k}", v, *FIXED_RANGES[k])
+        if k == "gemm_shapes":
+            if v not in GEMM_SHAPES:
+                raise ValueError(f"fixed.gemm_shapes must be one of {', '.join(GEMM_SHAPES)}, got {v!r}")
+        else:
+            _number(f"fixed.{k}", v, *FIXED_RANGES[k])
     _table(d, "fit")
     if "uncertainty" in d:
         u = _table(d, "uncertainty")
