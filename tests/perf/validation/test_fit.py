@@ -10,6 +10,7 @@ from tenfold.perf.calibration import (
     load_calibration,
 )
 from tenfold.perf.validation import serving as validate_serving
+from tenfold.perf.validation.calibrate import WIDE_RANGE, wide_range_warnings
 from tenfold.perf.validation.fit import fit_calibration
 from tenfold.perf.validation.training import load_cases, predict_case
 
@@ -143,3 +144,18 @@ def test_inference_held_out_split():
             if c.id in held and c.source != "lmsys-sglang-pp"
         ]
         assert np.mean(errs) <= 0.22
+
+
+def test_calibrate_names_rows_whose_unstated_fields_move_them_widely():
+    """OPT states no FLOP count: its prediction spans the three conventions (model, PaLM's, hardware with
+    recomputation), far more than WIDE_RANGE, so a user calibration on it is warned; a Megatron-Bridge row
+    that states every field is not named."""
+    cases = {c.id: c for c in load_cases()}
+    cal = load_calibration()
+    opt = predict_case(cases["opt-175b-a100x992"], cal)
+    stated = predict_case(cases["mbridge-llama3-70b-h100-fp8"], cal)
+    assert opt.predicted_range[1] / opt.predicted_range[0] > WIDE_RANGE
+    (warning,) = wide_range_warnings([opt, stated])
+    assert warning.startswith("1 row(s) leave fields unstated") and "opt-175b-a100x992 (" in warning
+    assert "mbridge-llama3-70b-h100-fp8" not in warning
+    assert wide_range_warnings([stated]) == []

@@ -58,6 +58,10 @@ FOLDS = 5
 """The cross-check leaves one row out up to this many rows, else uses this many folds."""
 IDENTIFY_STEP = 0.2
 """How far each parameter is moved to test identification, as a fraction of its physical range."""
+WIDE_RANGE = 1.2
+"""A row whose unstated fields (micro-batch, VP, recompute, FLOP count) move its prediction by more than
+this factor (the top of its range over the options, over the bottom) is scored at the midpoint; the
+report names it, since such a row pins the parameters only loosely."""
 
 
 def load_user_cases(path: str | Path, *, kind: str = "training") -> list[Case]:
@@ -299,6 +303,8 @@ def calibrate_on_runs(
     if progress is not None:
         progress(cv_total + restarts * iters, cv_total + restarts * iters)
     warnings = selection_warnings(len(cases), ranked, unidentified, fitted, most, held_out)
+    before = [predict_case(c, start) for c in cases]
+    warnings += wide_range_warnings(before)
     info = dict(cal.fit) | {
         "rows": len(cases),
         "date": datetime.date.today().isoformat(),
@@ -318,10 +324,10 @@ def calibrate_on_runs(
             id=c.id,
             metric=c.metric,
             measured=c.measured,
-            before=predict_case(c, start).error,
+            before=b.error,
             after=predict_case(c, cal).error,
         )
-        for c in cases
+        for c, b in zip(cases, before, strict=True)
     )
     status = {n: "fitted" for n in fitted} | {n: "unidentified" for n in unidentified}
     params = tuple(
@@ -335,6 +341,23 @@ def calibrate_on_runs(
         for n in start.free_names()
     )
     return CalibrationResult(calibration=cal, rows=rows, parameters=params, warnings=tuple(warnings))
+
+
+def wide_range_warnings(results: list) -> list[str]:
+    """One warning naming the rows whose prediction is a range wider than WIDE_RANGE (rows of a kind
+    whose results carry no `predicted_range` never are)."""
+    wide = []
+    for r in results:
+        span = getattr(r, "predicted_range", None)
+        if span and span[0] > 0 and span[1] / span[0] > WIDE_RANGE:
+            wide.append(f"{r.id} ({span[1] / span[0]:.2f}x)")
+    if not wide:
+        return []
+    return [
+        f"{len(wide)} row(s) leave fields unstated that move their prediction by more than "
+        f"{WIDE_RANGE - 1:.0%} (each is scored at the midpoint of its range; stating micro_batch, vp, "
+        f"recompute or flops_convention narrows it): {', '.join(wide)}"
+    ]
 
 
 def selection_warnings(
