@@ -30,8 +30,9 @@ Fixed, not fitted: per-step latencies of the links, the GEMM efficiency used for
 the validation set does not cover, and `gemm_shapes`: "flat" (one efficiency per architecture and width
 for every GEMM shape, tiles padded to 128 rows) or "measured" (that efficiency is the reference layer's,
 and each GEMM is scaled by its shape's measured rate relative to it, from NVIDIA's kernel tables where
-the GPU has them: `tenfold.perf.measured.gemm.ShapeEfficiency`; evaluated in docs/perf.md and not the
-committed choice). No parameter is per row or per model.
+the GPU has them: `tenfold.perf.measured.gemm.ShapeEfficiency`) or "measured-experts" (only the routed
+experts' GEMMs are scaled so; docs/perf.md says which the committed file uses and why). No parameter is
+per row or per model.
 
 `InferenceCalibration` (file `data/calibration/inference.toml`, fitted on `inference_runs.csv`) is the same
 kind of object for the serving model, with its own GEMM efficiencies (inference kernels differ from
@@ -72,7 +73,7 @@ FRACTIONS = (
     "scaleout_efficiency",
     "alltoall_efficiency",
 )
-GEMM_SHAPES = ("flat", "measured")
+GEMM_SHAPES = ("flat", "measured", "measured-experts")
 # Physical ranges the fit may move each parameter in (documented in docs/perf.md):
 # GEMMs reach 30-95 % of the dense peak; FlashAttention-3 reaches about a GEMM's efficiency in the forward
 # and less in the backward; streaming kernels reach at most ~92 % of HBM bandwidth; NCCL bus bandwidth
@@ -163,8 +164,9 @@ class Calibration:
             source = f"measured kernel table ({tables}, {key}) x fitted {scale}"
         else:
             source = f"fitted on published runs ({key})"
-        if self.gemm_shapes == "measured":
-            source += ", scaled per GEMM shape by measured kernel tables where the GPU has them"
+        if self.gemm_shapes != "flat":
+            which = "expert GEMM" if self.gemm_shapes == "measured-experts" else "GEMM"
+            source += f", scaled per {which} shape by measured kernel tables where the GPU has them"
         return source
 
     def kernel_efficiency(self, kernels: str) -> float:

@@ -89,6 +89,18 @@ def test_measured_shapes_move_predictions_the_expected_way(tables_installed):
     )
 
 
+def test_expert_only_shapes_leave_dense_layers_flat(tables_installed):
+    flat = load_calibration()
+    experts = replace(flat, gemm_shapes="measured-experts")
+    llama = Layout(tp=4, dp=2)
+    assert _tokens("llama3-70b", "h100-sxm", llama, experts) == _tokens("llama3-70b", "h100-sxm", llama, flat)
+    qwen = Layout(dp=8, ep=8)
+    assert _tokens("qwen3-30b-a3b", "h100-sxm", qwen, experts) < 0.95 * _tokens(
+        "qwen3-30b-a3b", "h100-sxm", qwen, flat
+    )
+    assert "per expert GEMM shape" in experts.gemm_source("hopper", "8")
+
+
 def test_gemm_shapes_round_trip_and_bad_values():
     cal = replace(load_calibration(), gemm_shapes="measured")
     text = calibration_to_toml(cal)
@@ -99,7 +111,7 @@ def test_gemm_shapes_round_trip_and_bad_values():
     assert "gemm_shapes" not in calibration_to_toml(load_calibration())  # flat is the default, not written
     assert "per GEMM shape" in cal.gemm_source("hopper", "8")
     d["fixed"]["gemm_shapes"] = "per-row"
-    with pytest.raises(ValueError, match="gemm_shapes must be one of flat, measured"):
+    with pytest.raises(ValueError, match="gemm_shapes must be one of flat, measured, measured-experts"):
         check_calibration_dict(d)
     with pytest.raises(ValueError, match="gemm_shapes"):
         replace(cal, gemm_shapes="roofline")

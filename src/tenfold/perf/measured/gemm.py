@@ -195,10 +195,11 @@ def shape_efficiency(gpu: str, precision: str) -> ShapeEfficiency | None:
 def shape_factors(
     hw: Hardware, precision: Precision, calibration: Calibration
 ) -> tuple[ShapeFactor | None, ShapeFactor | None]:
-    """(training-precision, 16-bit) per-shape factors for `training.compute.rates`: both None for a
+    """(training-precision, 16-bit) per-shape factors for `training.compute.rates` (which applies them to
+    every GEMM or to the routed experts' only, by `calibration.gemm_shapes`): both None for a
     calibration with flat GEMM efficiencies, and each None where `hw` has no table for it (the flat
     roofline then prices those GEMMs)."""
-    if calibration.gemm_shapes != "measured":
+    if calibration.gemm_shapes == "flat":
         return None, None
     out = []
     for name in (precision.name, "bf16"):

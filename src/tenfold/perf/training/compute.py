@@ -12,7 +12,8 @@
   η is the calibrated efficiency for the GPU's architecture and the operand width. With a calibration's
   `gemm_shapes = "measured"`, η of each GEMM and pass is that value times the shape's measured rate
   relative to a large reference layer (`Rates.lp_shape`, `tenfold.perf.measured.gemm.ShapeEfficiency`),
-  and M is not padded (the tables time the real shape, padding included).
+  and M is not padded (the tables time the real shape, padding included); with "measured-experts" only
+  the routed experts' GEMMs are priced so (`Rates.shape_experts_only`).
 * Flash attention: causal scores only; backward = 2.5x the forward FLOPs (five matmuls instead of two,
   Dao 2023); the softmax exponentials run on the special-function units, so t = max(MMA time, exp time)
   (FA3/FA4 overlap the two; on B200 for d=128 the exponentials are as slow as the MMAs, which is why
@@ -59,6 +60,7 @@ class Rates:
     quant_bytes: float
     lp_shape: ShapeFactor | None = None  # per-shape factor of the training-precision GEMMs (None: flat)
     bf16_shape: ShapeFactor | None = None  # ... and of the 16-bit ones
+    shape_experts_only: bool = False  # the factors apply to the routed experts' GEMMs only
 
 
 def rates(
@@ -88,16 +90,20 @@ def rates(
         quant_bytes=precision.quant_bytes,
         lp_shape=shapes[0],
         bf16_shape=shapes[1],
+        shape_experts_only=cal.gemm_shapes == "measured-experts",
     )
 
 
-def gemm_times(M, N, K, r: Rates, *, count=1.0, low: bool = True, kernels=1.0):
+def gemm_times(M, N, K, r: Rates, *, count=1.0, low: bool = True, kernels=1.0, experts: bool = False):
     """(forward, backward) seconds of `count` GEMMs [M,K]x[K,N], issued as `kernels` kernels per GEMM
-    kind and pass (1: one batched or grouped kernel; `count`: one kernel per GEMM, as for MoE experts)."""
+    kind and pass (1: one batched or grouped kernel; `count`: one kernel per GEMM, as for MoE experts);
+    `experts`: they are routed experts' GEMMs (priced per shape under `Rates.shape_experts_only`)."""
     M, N, K, count, kernels = (np.asarray(x, dtype=float) for x in (M, N, K, count, kernels))
     flops_rate = r.lp_flops if low else r.bf16_flops
     ob = r.operand_bytes if low else 2.0
     shape = r.lp_shape if low else r.bf16_shape
+    if r.shape_experts_only and not experts:
+        shape = None
     if shape is None:
         t_fwd = t_dgrad = t_wgrad = 2.0 * np.ceil(M / TILE_M) * TILE_M * N * K * count / flops_rate
     else:
@@ -295,7 +301,9 @@ def layer_times(
 
     for g in layer_gemms(model, moe=moe, tokens=T, tp=tp, ep=ep):
         lowp = low and g.low
-        f, b = gemm_times(g.M, g.N, g.K, r, count=g.count, low=lowp, kernels=g.kernels)
+        f, b = gemm_times(
+            g.M, g.N, g.K, r, count=g.count, low=lowp, kernels=g.kernels, experts=g.part == "experts"
+        )
         gf = gf + f
         gb = gb + b
         part_f[g.part] = part_f.get(g.part, 0.0) + f

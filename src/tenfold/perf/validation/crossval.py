@@ -329,8 +329,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--gemm-shapes",
         choices=GEMM_SHAPES,
-        help="GEMM efficiency per shape: flat, or measured (per-shape factors from the kernel tables); "
-        "default: the committed calibration's",
+        help="GEMM efficiency per shape: flat, measured (per-shape factors from the kernel tables) or "
+        "measured-experts (those factors on the routed experts' GEMMs only); default: the committed "
+        "calibration's",
     )
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="folds run in parallel")
     args = ap.parse_args(argv)
