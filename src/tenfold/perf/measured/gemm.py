@@ -152,9 +152,10 @@ class ShapeEfficiency:
 
     `factor(m, n, k)` is the table's achieved FLOP/s at (m, n, k) over the FLOP-weighted rate of the
     reference layer's forward, dgrad and wgrad GEMMs on the same table (so 1 means "as efficient as a large
-    Llama-3-70B layer"). A calibration with `gemm_shapes = "measured"` multiplies its fitted
-    "<arch>/<bits>" efficiency (then the efficiency of the reference layer) by it, per GEMM and pass
-    (`training.compute.gemm_times`). Clipped to SHAPE_FACTOR_RANGE: below 0.2 a shape is latency-bound and
+    Llama-3-70B layer"). A calibration with `gemm_shapes = "measured"` (every GEMM) or
+    "measured-experts" (the routed experts' only) multiplies its fitted "<arch>/<bits>" efficiency (then the
+    efficiency of the reference layer) by it, per GEMM and pass (`training.compute.gemm_times`). Clipped
+    to SHAPE_FACTOR_RANGE: below 0.2 a shape is latency-bound and
     its measured time mostly the launch the model already charges as `kernel_overhead_us`. Results are
     memoised per argument arrays, since a fit evaluates the same shapes thousands of times.
     """
