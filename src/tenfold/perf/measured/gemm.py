@@ -145,6 +145,10 @@ REFERENCE_TOKENS = 8192
 # here, so Meta's 500 W Grand Teton H100 (not in GEMM_SYSTEMS: its absolute rate is capped) uses the H100's.
 SHAPE_SYSTEMS = GEMM_SYSTEMS | {"grandteton-h100": "h100_sxm"}
 SHAPE_FACTOR_RANGE = (0.2, 1.5)
+# Memoised: the few-candidate arrays a fit evaluates thousands of times; not the search's large plan
+# arrays, which are seldom repeated and would cost more to key than to interpolate.
+MEMO_MAX_SIZE = 256
+MEMO_MAX_ENTRIES = 20_000
 
 
 class ShapeEfficiency:
@@ -156,8 +160,9 @@ class ShapeEfficiency:
     "measured-experts" (the routed experts' only) multiplies its fitted "<arch>/<bits>" efficiency (then the
     efficiency of the reference layer) by it, per GEMM and pass (`training.compute.gemm_times`). Clipped
     to SHAPE_FACTOR_RANGE: below 0.2 a shape is latency-bound and
-    its measured time mostly the launch the model already charges as `kernel_overhead_us`. Results are
-    memoised per argument arrays, since a fit evaluates the same shapes thousands of times.
+    its measured time mostly the launch the model already charges as `kernel_overhead_us`. Results for
+    small argument arrays are memoised (MEMO_MAX_SIZE), since a fit evaluates the same shapes thousands
+    of times.
     """
 
     def __init__(self, table: GemmTable, reference_log_flops: float) -> None:
@@ -170,13 +175,14 @@ class ShapeEfficiency:
 
     def factor(self, m, n, k) -> np.ndarray:
         m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
-        key = (m.shape, n.shape, k.shape, m.tobytes(), n.tobytes(), k.tobytes())
-        hit = self._memo.get(key)
+        small = max(m.size, n.size, k.size) <= MEMO_MAX_SIZE
+        key = (m.shape, n.shape, k.shape, m.tobytes(), n.tobytes(), k.tobytes()) if small else None
+        hit = self._memo.get(key) if small else None
         if hit is None:
             log_flops = table_log_flops(self.table, m, n, k)
             rel = np.exp(np.where(np.isfinite(log_flops), log_flops - self.reference_log_flops, 0.0))
             hit = np.clip(rel, *SHAPE_FACTOR_RANGE)
-            if len(self._memo) < 100_000:
+            if small and len(self._memo) < MEMO_MAX_ENTRIES:
                 self._memo[key] = hit
         return hit
 
