@@ -3,7 +3,7 @@
 aiconfigurator-core (https://pypi.org/project/aiconfigurator-core/, Apache-2.0; source
 https://github.com/ai-dynamo/aiconfigurator) ships, per system, GEMM latencies measured on the GPU by
 (m, n, k) and operand type, and NCCL collective latencies by message size. tenfold reads its parquet
-files where the package is installed (a dependency of tenfold) and never copies their numbers.
+files where the package is installed (`pip install tenfold[measured]`) and never copies their numbers.
 
 Files: `<package>/systems/data/<system>/gemm/<framework>/<version>/gemm_perf.parquet` (latency in ms of
 Y[m, n] = X[m, k] W[k, n]) and `<package>/systems/data/<system>/comm/nccl/<version>/nccl_perf.parquet`
