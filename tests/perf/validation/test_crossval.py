@@ -53,7 +53,7 @@ def test_stored_cross_validation_belongs_to_the_committed_calibration():
 
 def test_cross_validated_accuracy_and_interval_coverage():
     """80 % intervals cover 75-85 % of the cross-validated rows (issue 15). Leave-one-source-out MAPE:
-    achieved 13.2 % overall and 9.9 % on high-reliability rows (2026-12-05, 99 rows), short of the issue's
+    achieved 13.3 % overall and 9.6 % on high-reliability rows (2026-12-04, 99 rows), short of the issue's
     10 % overall (the medium-reliability rows hold the slow 26.02 release, docs/perf.md). Refits of the same
     model land 13-17 % overall (the optimizer's spread, docs/perf.md), so the overall bound sits above that
     spread; these bounds guard against getting worse, not against the noise."""

@@ -24,8 +24,8 @@ from tenfold.perf.validation.training import (
     validate_training,
 )
 
-# In-sample MAPE over the split = fit rows: achieved 10.5 % overall and 6.2 % on high-reliability rows
-# (2026-12-05 refit on 99 rows; the medium-reliability rows hold the slow 26.02 release and torchtitan runs on
+# In-sample MAPE over the split = fit rows: achieved 11.0 % overall and 6.6 % on high-reliability rows
+# (2026-12-04 refit on 99 rows; the medium-reliability rows hold the slow 26.02 release and torchtitan runs on
 # power-limited H100s, docs/perf.md)
 MAPE_OVERALL = 0.13
 MAPE_HIGH = 0.09
