@@ -159,10 +159,9 @@ class ShapeEfficiency:
     Llama-3-70B layer"). A calibration with `gemm_shapes = "measured"` (every GEMM) or
     "measured-experts" (the routed experts' only) multiplies its fitted "<arch>/<bits>" efficiency (then the
     efficiency of the reference layer) by it, per GEMM and pass (`training.compute.gemm_times`). Clipped
-    to SHAPE_FACTOR_RANGE: below 0.2 a shape is latency-bound and
-    its measured time mostly the launch the model already charges as `kernel_overhead_us`. Results for
-    small argument arrays are memoised (MEMO_MAX_SIZE), since a fit evaluates the same shapes thousands
-    of times.
+    to SHAPE_FACTOR_RANGE: below 0.2 a shape is latency-bound and its measured time mostly the launch the
+    model already charges as `kernel_overhead_us`. Results for small argument arrays are memoised
+    (MEMO_MAX_SIZE), since a fit evaluates the same shapes thousands of times.
     """
 
     def __init__(self, table: GemmTable, reference_log_flops: float) -> None:

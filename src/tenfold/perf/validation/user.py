@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from tenfold.perf.calibration import BOUNDS, GEMM_SHAPES, Calibration, calibration_from_dict, calibration_kind
+from tenfold.perf.calibration import BOUNDS, Calibration, calibration_from_dict, calibration_kind
 from tenfold.perf.uncertainty import uncertainty_from_dict
 
 TABLES = ("gemm_efficiency", "parameters", "fixed", "fit", "uncertainty")
@@ -87,10 +87,7 @@ def check_calibration_dict(d: Any, *, kind: str = "training") -> Calibration:
     if unknown:
         raise ValueError(f"[fixed] unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
     for k, v in fixed.items():
-        if k == "gemm_shapes":
-            if v not in GEMM_SHAPES:
-                raise ValueError(f"fixed.gemm_shapes must be one of {', '.join(GEMM_SHAPES)}, got {v!r}")
-        else:
+        if k != "gemm_shapes":  # a choice, checked by Calibration itself
             _number(f"fixed.{k}", v, *FIXED_RANGES[k])
     _table(d, "fit")
     if "uncertainty" in d:
