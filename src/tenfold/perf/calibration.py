@@ -18,12 +18,6 @@ Parameters (all dimensionless fractions unless named otherwise):
   efficiency had to serve both stacks: fitted on all rows it came out at 0.55, without the torchtitan
   2025 rows at 0.71. Every torchtitan row but one ran on Meta's 500 W Grand Teton hosts, so
   the value also carries their power cap; the data cannot separate the two.
-* `expert_lowp_gain` (training only): the share of the low-precision speedup over 16-bit that the routed
-  experts' grouped GEMMs realise: their rate is r16 + gain x (r_low - r16), with r16 and r_low the 16-bit
-  and training-precision rates of dense GEMMs on the same GPU (`compute.rates`). 1 prices them like dense
-  GEMMs; below 1 stands for what a grouped low-precision GEMM pays that a dense one does not: one scaling
-  factor set per expert, token counts padded to the quantization block per expert (Megatron-Core
-  `moe_router_padding_for_quantization`), and tiles chosen for many small GEMMs instead of one large one.
 * `moe_layer_overhead_us`: fixed cost per MoE layer per pass: the dropless token dispatcher's
   device-to-host synchronisation on the per-expert token counts, and the router / top-k / permutation
   kernel chain around it (Megatron-Core's all-to-all dispatcher), microseconds. Not charged when the
@@ -84,8 +78,7 @@ GEMM_SHAPES = ("flat", "measured", "measured-experts")
 # GEMMs reach 30-95 % of the dense peak; FlashAttention-3 reaches about a GEMM's efficiency in the forward
 # and less in the backward; streaming kernels reach at most ~92 % of HBM bandwidth; NCCL bus bandwidth
 # reaches ~85 % of NVLink and ~95 % of InfiniBand line rate; a kernel costs 1-10 us beyond its work;
-# an MoE layer's dispatch synchronisation costs at most a few milliseconds; routed experts realise between
-# none and all of the dense low-precision speedup.
+# an MoE layer's dispatch synchronisation costs at most a few milliseconds.
 BOUNDS = {
     "gemm": (0.30, 0.95),
     "attention_efficiency": (0.40, 1.10),
@@ -96,7 +89,6 @@ BOUNDS = {
     "kernel_overhead_us": (1.0, 10.0),
     "moe_layer_overhead_us": (0.0, 3000.0),
     "torch_kernel_efficiency": (0.50, 1.10),
-    "expert_lowp_gain": (0.0, 1.0),
     "moe_efficiency": (0.20, 1.00),
     "step_overhead_us": (0.0, 5000.0),
 }
@@ -106,7 +98,7 @@ BOUNDS = {
 class Calibration:
     """Fitted efficiencies (see the module docstring). Load with `load_calibration()`."""
 
-    FRACTION_FIELDS: ClassVar[tuple[str, ...]] = (*FRACTIONS, "torch_kernel_efficiency", "expert_lowp_gain")
+    FRACTION_FIELDS: ClassVar[tuple[str, ...]] = (*FRACTIONS, "torch_kernel_efficiency")
     OVERHEAD_FIELDS: ClassVar[tuple[str, ...]] = ("kernel_overhead_us", "moe_layer_overhead_us")
     GEMM_BOUNDS: ClassVar[tuple[float, float]] = BOUNDS["gemm"]
     PARAM_BOUNDS: ClassVar[MappingProxyType] = MappingProxyType(BOUNDS)
@@ -121,7 +113,6 @@ class Calibration:
     kernel_overhead_us: float
     moe_layer_overhead_us: float = 0.0
     torch_kernel_efficiency: float = 1.0
-    expert_lowp_gain: float = 1.0
     scaleup_latency_us: float = 3.0
     scaleout_latency_us: float = 8.0
     fallback_gemm_efficiency: float = 0.65

@@ -9,9 +9,7 @@
   nvte_multi_stream_cublas_gemm, https://github.com/NVIDIA/TransformerEngine), so EP8 with 32 experts per
   GPU launches 8x the expert kernels of EP64 for the same FLOPs. Backward =
   dgrad (same F) + wgrad (same F, accumulating into the fp32 main gradient: 8 B per weight).
-  η is the calibrated efficiency for the GPU's architecture and the operand width; routed experts' GEMMs
-  in the low training precision run at r16 + g·(r_low - r16), r16 and r_low being the dense 16-bit and
-  low-precision rates and g the calibration's `expert_lowp_gain`. With a calibration's
+  η is the calibrated efficiency for the GPU's architecture and the operand width. With a calibration's
   `gemm_shapes = "measured"`, η of each GEMM and pass is that value times the shape's measured rate
   relative to a large reference layer (`Rates.lp_shape`, `tenfold.perf.measured.gemm.ShapeEfficiency`),
   and M is not padded (the tables time the real shape, padding included); with "measured-experts" only
@@ -52,7 +50,6 @@ class Rates:
     """Per-GPU rates for one (hardware, precision, calibration): FLOP/s and bytes/s actually sustained."""
 
     lp_flops: float  # block GEMMs in the training precision
-    expert_lp_flops: float  # routed experts' grouped GEMMs in the training precision
     bf16_flops: float  # head, router, attention batched GEMMs
     attn_flops: float  # flash attention MMAs
     exp_per_s: float
@@ -81,12 +78,9 @@ def rates(
     the per-shape factors of the training-precision and 16-bit GEMMs (`Calibration.gemm_shapes`)."""
     k = cal.kernel_efficiency(kernels)
     e16 = cal.gemm(hw.arch, "16") * k
-    lp_flops = hw.peak(precision.peak_key) * cal.gemm(hw.arch, precision.bits_class) * k
-    bf16_flops = hw.peak("bf16") * e16
     return Rates(
-        lp_flops=lp_flops,
-        expert_lp_flops=bf16_flops + cal.expert_lowp_gain * (lp_flops - bf16_flops),
-        bf16_flops=bf16_flops,
+        lp_flops=hw.peak(precision.peak_key) * cal.gemm(hw.arch, precision.bits_class) * k,
+        bf16_flops=hw.peak("bf16") * e16,
         attn_flops=hw.peak("bf16") * e16 * cal.attention_efficiency,
         exp_per_s=hw.exp_per_s,
         hbm_Bps=hw.hbm_Bps * cal.hbm_efficiency,
@@ -103,10 +97,9 @@ def rates(
 def gemm_times(M, N, K, r: Rates, *, count=1.0, low: bool = True, kernels=1.0, experts: bool = False):
     """(forward, backward) seconds of `count` GEMMs [M,K]x[K,N], issued as `kernels` kernels per GEMM
     kind and pass (1: one batched or grouped kernel; `count`: one kernel per GEMM, as for MoE experts);
-    `experts`: they are routed experts' GEMMs (at `Rates.expert_lp_flops` when `low`, and priced per shape
-    under `Rates.shape_experts_only`)."""
+    `experts`: they are routed experts' GEMMs (priced per shape under `Rates.shape_experts_only`)."""
     M, N, K, count, kernels = (np.asarray(x, dtype=float) for x in (M, N, K, count, kernels))
-    flops_rate = (r.expert_lp_flops if experts else r.lp_flops) if low else r.bf16_flops
+    flops_rate = r.lp_flops if low else r.bf16_flops
     ob = r.operand_bytes if low else 2.0
     shape = r.lp_shape if low else r.bf16_shape
     if r.shape_experts_only and not experts:

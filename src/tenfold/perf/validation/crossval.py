@@ -52,15 +52,13 @@ PHYSICAL_DEFAULTS = {
     "kernel_overhead_us": 4.0,
     "moe_layer_overhead_us": 500.0,
     "torch_kernel_efficiency": 1.0,
-    "expert_lowp_gain": 0.75,
     "moe_efficiency": 0.5,
     "step_overhead_us": 100.0,
 }
 """Round physical values the fit starts from and shrinks toward (not fitted on any row): FlashAttention
 at ~80 % of a GEMM's rate, streaming kernels at 85 % of HBM bandwidth, NCCL bus bandwidth at 75 % of NVLink
 and 85 % of the network's line rate, all-to-all at 60 % of a ring, a few microseconds per kernel, half a
-millisecond of MoE dispatch overhead per layer, PyTorch-native kernels as fast as Transformer Engine's, and
-routed experts' grouped GEMMs realising three quarters of the dense low-precision speedup.
+millisecond of MoE dispatch overhead per layer, and PyTorch-native kernels as fast as Transformer Engine's.
 GEMMs start at the calibration's fallback efficiency unless measured kernel tables give a better prior. The
 serving calibration's own parameters (only a calibration that has them takes them): grouped expert GEMMs at
 half a dense GEMM's roofline, a tenth of a millisecond of scheduling per engine step. Parameters the
