@@ -1,6 +1,7 @@
 """Every numerics command x bad inputs: exit 2, a message naming the input, no traceback, nothing written.
 
-Each case runs in a fresh interpreter (`python -m tenfold.cli.main`), so that the timing printed with
+The default suite runs each case in this interpreter (typer's CliRunner). The slow variant runs each in a
+fresh one (`python -m tenfold.cli.main`, about 4 s apiece where torch loads), so that the timing printed with
 `-s` shows whether the rejection came before torch was imported (no timed assertion: shared CI)."""
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from tenfold.cli.main import app
 
 HUGE = "100000000"
 
@@ -108,12 +112,8 @@ def tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return t
 
 
-@pytest.mark.parametrize("case_id", IDS)
-def test_bad_input_exits_2_naming_it(case_id: str, tmp: Path) -> None:
-    _, argv, needle = next(c for c in cases(tmp) if c[0] == case_id)
-    before = sorted(p.relative_to(tmp) for p in tmp.rglob("*"))
+def run_fresh(argv: list[str]) -> tuple[int, str]:
     env = {**os.environ, "COLUMNS": "200"}
-    t0 = time.perf_counter()
     r = subprocess.run(
         [sys.executable, "-m", "tenfold.cli.main", *argv],
         capture_output=True,
@@ -121,10 +121,26 @@ def test_bad_input_exits_2_naming_it(case_id: str, tmp: Path) -> None:
         env=env,
         timeout=120,
     )
+    return r.returncode, r.stdout + r.stderr
+
+
+def run_here(argv: list[str]) -> tuple[int, str]:
+    r = CliRunner().invoke(app, argv, terminal_width=200)
+    assert r.exception is None or isinstance(r.exception, SystemExit), (argv, r.exception)
+    return r.exit_code, r.output
+
+
+@pytest.mark.parametrize("fresh", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["here", "fresh"])
+@pytest.mark.parametrize("case_id", IDS)
+def test_bad_input_exits_2_naming_it(case_id: str, fresh: bool, tmp: Path) -> None:
+    _, argv, needle = next(c for c in cases(tmp) if c[0] == case_id)
+    before = sorted(p.relative_to(tmp) for p in tmp.rglob("*"))
+    t0 = time.perf_counter()
+    code, text = (run_fresh if fresh else run_here)(argv)
     took = time.perf_counter() - t0
-    out = " ".join((r.stdout + r.stderr).replace("│", " ").split())
-    print(f"{case_id}: exit {r.returncode} in {took:.2f} s")
-    assert r.returncode == 2, out
+    out = " ".join(text.replace("│", " ").split())
+    print(f"{case_id}: exit {code} in {took:.2f} s")
+    assert code == 2, out
     assert needle in out, out
     assert "Traceback" not in out
     assert sorted(p.relative_to(tmp) for p in tmp.rglob("*")) == before  # nothing written

@@ -30,24 +30,38 @@ def two_steps(model: nn.Module, run: nn.Module) -> list[torch.Tensor]:
     return out + [b.clone() for b in model.buffers()]
 
 
-@pytest.mark.parametrize("name", ["mxfp8", "nvfp4", "fp8_delayed"])
-def test_compiled_model_matches_eager_bit_for_bit(name):
+SLOW = (
+    pytest.mark.slow
+)  # 20-40 s of compiling each; the formats' own compiled kernels stay in the default suite
+
+
+@pytest.mark.parametrize(
+    ("name", "bias"),
+    [
+        ("nvfp4", False),
+        ("fp8_delayed", False),
+        ("fp8_delayed", True),
+        pytest.param("nvfp4", True, marks=SLOW),
+        pytest.param("mxfp8", False, marks=SLOW),
+        pytest.param("mxfp8", True, marks=SLOW),
+    ],
+)
+def test_compiled_model_matches_eager_bit_for_bit(name, bias):
     """Without biases every output, gradient and buffer is bit-identical; a bias gradient is a plain
     sum over tokens, which inductor may reduce in another order (checked to fp32 rounding)."""
-    for bias in (False, True):
-        eager = mlp(bias)
-        convert(eager, name)
-        want = two_steps(eager, eager)
-        model = mlp(bias)
-        convert(model, name)
-        torch._dynamo.reset()
-        compiled = torch.compile(model, fullgraph=True)  # fullgraph: no graph breaks anywhere
-        got = two_steps(model, compiled)
-        assert len(got) == len(want)
-        for a, b in zip(want, got, strict=True):
-            if not a.is_floating_point():
-                assert torch.equal(a, b)
-            elif bias:
-                torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-            else:
-                assert same_values(a, b)
+    eager = mlp(bias)
+    convert(eager, name)
+    want = two_steps(eager, eager)
+    model = mlp(bias)
+    convert(model, name)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True)  # fullgraph: no graph breaks anywhere
+    got = two_steps(model, compiled)
+    assert len(got) == len(want)
+    for a, b in zip(want, got, strict=True):
+        if not a.is_floating_point():
+            assert torch.equal(a, b)
+        elif bias:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        else:
+            assert same_values(a, b)

@@ -93,14 +93,18 @@ def test_cpu_and_gpu_bit_identical(name, opts):
 
 
 def test_many_shapes_each_get_a_compiled_kernel():
-    """More (scheme, shape) keys than dynamo's recompile limit must all compile, none fall back to eager."""
+    """More (scheme, shape) keys than dynamo's recompile limit must all compile, none fall back to eager.
+    The limit is lowered to 1 for the test, so that four keys exceed it (at the default, 8, eleven keys
+    took a minute of compiling)."""
     from torch._dynamo.utils import counters
 
     s = scheme("nvfp4", rounding="stochastic", seed=1)
-    n_keys = torch._dynamo.config.recompile_limit + 3
-    before = counters["frames"]["ok"]
-    for i in range(n_keys):
-        x = adversarial(32 + 16 * i, 48)
-        assert same_values(fake_quantize(x, s, backend="compiled"), fake_quantize(x, s, backend="reference"))
+    with torch._dynamo.config.patch(recompile_limit=1):
+        n_keys = torch._dynamo.config.recompile_limit + 3
+        before = counters["frames"]["ok"]
+        for i in range(n_keys):
+            x = adversarial(32 + 16 * i, 48)
+            got = fake_quantize(x, s, backend="compiled")
+            assert same_values(got, fake_quantize(x, s, backend="reference"))
     per_key = 2 if fake._two_stage(s) else 1  # NVFP4 compiles two functions per key
     assert counters["frames"]["ok"] - before == per_key * n_keys

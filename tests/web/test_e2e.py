@@ -119,8 +119,10 @@ def test_serving_form(server, browser, tmp_path):
     assert page.locator("#assumed").inner_text().startswith("Assumed: 1,024 input / 1,024 output tokens")
 
 
+@pytest.mark.slow
 def test_deadline_form(server, browser, tmp_path):
-    # the form's own deadline mode, everything else at its default, gets an answer (was a 422)
+    # the form's own deadline mode, everything else at its default, gets an answer (was a 422). Slow (about a
+    # minute of searches): the default suite keeps the request-level check, tests/web/test_bounds.py
     page = open_form(browser, server)
     page.check("input[name='mode'][value='deadline']")
     page.click("#submit")
