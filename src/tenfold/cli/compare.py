@@ -11,6 +11,7 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from tenfold.cli.calibrate import CALIBRATION_HELP, user_calibration
 from tenfold.cli.output import EXIT_INFEASIBLE, check_range, fail, print_json, progress_bar, writable_file
@@ -66,10 +67,13 @@ def parse_prices(items: list[str]) -> dict[str, dict[str, float]]:
     return out
 
 
-def comparison_tables(c: Comparison) -> list[Table]:
-    """The side-by-side numbers of one comparison (the report's cells, `comparison_rows`) as two tables that
-    fit 80 columns: time (GPUs, days, MFU or tok/s, GPU-hours, speedup) and money (rent, own, energy, carbon,
-    cost ratios). The plans are printed under them; numbers fold rather than being cut."""
+def comparison_tables(c: Comparison) -> list[tuple[str, Table]]:
+    """The side-by-side numbers of one comparison (the report's cells, `comparison_rows`) as two titled
+    tables that fit 80 columns: time (GPUs, days, MFU or tok/s, GPU-hours, speedup) and money (rent, own,
+    energy, carbon, cost ratios). The plans are printed under them; numbers fold rather than being cut.
+    Titles are returned beside the tables, not inside them: rich sets a table's title at the table's own
+    width, which the columns' minimum widths can push past the console's, and the console then cut the
+    title's last characters ("global batch 2,048 x 8,1")."""
     columns, rows = comparison_rows(c)
     money = ("rent $M", "own $M", "MWh", "tCO2", "rent cost", "own cost", "$/M tok (rent)")
     groups = (
@@ -79,7 +83,7 @@ def comparison_tables(c: Comparison) -> list[Table]:
     tables = []
     for name, idx in groups:
         title = c.title if name == "time" else f"money, energy and carbon ({c.settings.rent_basis} rent)"
-        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+        t = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
         for i in idx:
             col = columns[i]
             # never narrower than its longest word, so a range like (312.5-425.1) wraps whole, not cut
@@ -92,7 +96,7 @@ def comparison_tables(c: Comparison) -> list[Table]:
             )
         for r in rows:
             t.add_row(*(r[i] for i in idx))
-        tables.append(t)
+        tables.append((title, t))
     return tables
 
 
@@ -120,7 +124,8 @@ def plan_exports(comps: tuple[Comparison, ...], framework: str) -> list[dict]:
 
 
 def print_comparison(c: Comparison, console: Console, tornado: bool = False) -> None:
-    for t in comparison_tables(c):
+    for title, t in comparison_tables(c):
+        console.print(Text(title, style="italic"))
         console.print(t)
     for d in c.summary():
         if d["feasible"]:
