@@ -30,9 +30,8 @@ def two_steps(model: nn.Module, run: nn.Module) -> list[torch.Tensor]:
     return out + [b.clone() for b in model.buffers()]
 
 
-SLOW = (
-    pytest.mark.slow
-)  # 20-40 s of compiling each; the formats' own compiled kernels stay in the default suite
+# 20-40 s of compiling each; the formats' own compiled kernels stay in the default suite
+SLOW = pytest.mark.slow
 
 
 @pytest.mark.parametrize(

@@ -71,9 +71,8 @@ def comparison_tables(c: Comparison) -> list[tuple[str, Table]]:
     """The side-by-side numbers of one comparison (the report's cells, `comparison_rows`) as two titled
     tables that fit 80 columns: time (GPUs, days, MFU or tok/s, GPU-hours, speedup) and money (rent, own,
     energy, carbon, cost ratios). The plans are printed under them; numbers fold rather than being cut.
-    Titles are returned beside the tables, not inside them: rich sets a table's title at the table's own
-    width, which the columns' minimum widths can push past the console's, and the console then cut the
-    title's last characters ("global batch 2,048 x 8,1")."""
+    Titles are returned beside the tables, not inside them: rich lays a title out at the table's width,
+    which the columns' minimum widths can push past the console's, and the console then cuts it."""
     columns, rows = comparison_rows(c)
     money = ("rent $M", "own $M", "MWh", "tCO2", "rent cost", "own cost", "$/M tok (rent)")
     groups = (

@@ -174,16 +174,17 @@ class ShapeEfficiency:
 
     def factor(self, m, n, k) -> np.ndarray:
         m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
-        small = max(m.size, n.size, k.size) <= MEMO_MAX_SIZE
-        key = (m.shape, n.shape, k.shape, m.tobytes(), n.tobytes(), k.tobytes()) if small else None
-        hit = self._memo.get(key) if small else None
-        if hit is None:
-            log_flops = table_log_flops(self.table, m, n, k)
-            rel = np.exp(np.where(np.isfinite(log_flops), log_flops - self.reference_log_flops, 0.0))
-            hit = np.clip(rel, *SHAPE_FACTOR_RANGE)
-            if small and len(self._memo) < MEMO_MAX_ENTRIES:
-                self._memo[key] = hit
-        return hit
+        key = None
+        if max(m.size, n.size, k.size) <= MEMO_MAX_SIZE:
+            key = (m.shape, n.shape, k.shape, m.tobytes(), n.tobytes(), k.tobytes())
+            if key in self._memo:
+                return self._memo[key]
+        log_flops = table_log_flops(self.table, m, n, k)
+        rel = np.exp(np.where(np.isfinite(log_flops), log_flops - self.reference_log_flops, 0.0))
+        out = np.clip(rel, *SHAPE_FACTOR_RANGE)
+        if key is not None and len(self._memo) < MEMO_MAX_ENTRIES:
+            self._memo[key] = out
+        return out
 
 
 @lru_cache(maxsize=64)
