@@ -1,5 +1,7 @@
 """Memory formulas against the published examples, and the general activation count against Korthikanti."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -235,3 +237,19 @@ def test_fsdp_reshards_after_forward_when_a_step_is_one_micro_batch():
     whole = 2.0 * m.total_params()  # BF16 bytes of the whole model
     assert one["weights_B"] < whole / 4  # 1/8 sharded, plus a layer or two gathered
     assert piped["weights_B"] > 0.9 * whole / 2  # the whole stage (half the model) gathered
+
+
+def test_the_embedding_chunk_holds_no_layer_activations():
+    """126 layers at PP16 VP8 with balanced stages: the first stage's first chunk is the embedding alone,
+    so that stage keeps 7 layers' activations per round where a 128-layer model keeps 8 (same per-layer
+    bytes, same in-flight chunks)."""
+    m = load_model("llama3.1-405b")
+    lay = Layout(tp=8, pp=16, vp=8, dp=64, zero=3)
+    sw = stack("meta-llama3")
+    kw = dict(precision="bf16", global_batch=2048)
+    assert m.layers == 126
+    short, full = _plan(m, lay, sw, **kw), _plan(replace(m, layers=128), lay, sw, **kw)
+    assert short["activations_B"] == pytest.approx(7 / 8 * full["activations_B"], rel=1e-9)
+    # without balanced stages the chunk split is the plain one: every slot of the first stage is a layer
+    flat = _plan(m, lay, stack("meta-llama3", balanced_stages=False), **kw)
+    assert flat["activations_B"] > short["activations_B"]

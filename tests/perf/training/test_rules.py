@@ -47,6 +47,22 @@ def test_interleaving_cannot_shrink_the_bubble_below_p_minus_m(m):
         assert inter.breakdown.bubble_s == pytest.approx(flat.breakdown.bubble_s, rel=0.05)
 
 
+def test_one_layer_chunks_beside_embedding_and_loss_chunks_are_launchable():
+    """Llama 3 405B's 126 layers at PP16 VP8: 128 chunks, the first holding only the embedding and the last
+    only the output and loss (arXiv 2407.21783 §3.3.2; Megatron-Core pipeline_model_parallel_layout).
+    Stacks without balanced stages need a layer in every chunk, and no stack takes a chunk more."""
+    m = load_model("llama3.1-405b")
+    kw = dict(seq_len=8192, global_batch=2048)
+    assert m.layers % 16 and m.layers + 2 == 16 * 8
+    for name in ("megatron-core", "meta-llama3"):
+        assert broken_rules(m, Layout(tp=8, pp=16, vp=8, dp=64), software=stack(name), **kw) == []
+        too_many = broken_rules(m, Layout(tp=8, pp=16, vp=9, dp=64), software=stack(name), **kw)
+        assert "pp_layers" in {r.key for r in too_many}
+    flat = stack("megatron-core", balanced_stages=False)
+    refused = broken_rules(m, Layout(tp=8, pp=16, vp=8, dp=64), software=flat, **kw)
+    assert "pp_layers" in {r.key for r in refused}
+
+
 def test_every_rule_names_its_source():
     assert all(r.source for r in RULES)
 
@@ -63,8 +79,10 @@ def _launchable(model, lay, *, seq_len, global_batch, software) -> list[str]:
         out.append("experts")
     if lay.cp > 1 and seq_len % (2 * lay.cp):
         out.append("cp")
+    chunks = lay.pp * lay.vp
+    if chunks > model.layers + (2 if software.balanced_stages else 0):
+        out.append("chunks")
     if lay.vp > 1:
-        chunks = lay.pp * lay.vp
         if model.layers % chunks and (model.layers + 2) % chunks:
             out.append("vp layers")
         if software.interleave_needs_pp_multiple and m % lay.pp:

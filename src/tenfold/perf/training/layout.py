@@ -99,6 +99,14 @@ def _always(software: Stack) -> bool:
     return True
 
 
+def max_chunks(layers: int, balanced: bool) -> int:
+    """The most pipeline chunks (PP x VP) `layers` layers can fill: one layer each, and for a stack that
+    balances its stages (`Stack.balanced_stages`) one more each for a chunk holding only the embedding and
+    one holding only the output and loss (Megatron-Core `pipeline_model_parallel_layout`, whose stages may
+    be `[embedding]` or `[loss]` alone; Llama 3, arXiv 2407.21783 §3.3.2)."""
+    return layers + 2 if balanced else layers
+
+
 @dataclass(frozen=True)
 class Rule:
     """A structural rule: `bad(model, seq_len, global_batch, x)` -> bool mask of violations, where x maps
@@ -166,6 +174,24 @@ _MCORE_ARGS = (
     "stage the layers per stage divide into virtual stages"
 )
 
+
+def _pp_layers_rule(*, balanced: bool) -> Rule:
+    """PP x VP chunks may not exceed `max_chunks`; the rule of stacks with or without balanced stages."""
+    extra = " + embedding + loss" if balanced else ""
+    return Rule(
+        "pp_layers",
+        lambda m, s, g, x: x["pp"] * x["vp"] > max_chunks(m.layers, balanced),
+        lambda m, s, g, x: (
+            f"PP={x['pp']} x VP={x['vp']} = {x['pp'] * x['vp']} chunks exceed the "
+            f"{max_chunks(m.layers, balanced)} that {m.layers} layers{extra} fill"
+        ),
+        "every pipeline chunk holds at least one layer (Narayanan et al. 2021, "
+        "https://arxiv.org/abs/2104.04473 §2.2), or with balanced stages the embedding or the loss alone "
+        "(Megatron-Core pipeline_model_parallel_layout)",
+        lambda sw: sw.balanced_stages == balanced,
+    )
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "tp_heads",
@@ -188,15 +214,8 @@ RULES: tuple[Rule, ...] = (
         ),
         "Megatron-Core ColumnParallelLinear: output size divisible by the tensor-parallel size",
     ),
-    Rule(
-        "pp_layers",
-        lambda m, s, g, x: x["pp"] * x["vp"] > m.layers,
-        lambda m, s, g, x: (
-            f"PP={x['pp']} x VP={x['vp']} = {x['pp'] * x['vp']} chunks exceed {m.layers} layers"
-        ),
-        "every pipeline chunk holds at least one layer (Narayanan et al. 2021, "
-        "https://arxiv.org/abs/2104.04473 §2.2)",
-    ),
+    _pp_layers_rule(balanced=False),
+    _pp_layers_rule(balanced=True),
     Rule(
         "vp_needs_pp",
         lambda m, s, g, x: (x["vp"] > 1) & (x["pp"] == 1),

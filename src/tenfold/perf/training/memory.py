@@ -242,6 +242,20 @@ def _kept_after_offload(offload_layers: int, *, slots, chunks):
     return 1.0 - np.minimum(float(offload_layers), per_chunk) / per_chunk
 
 
+def _first_stage_layer_share(layers: int, pp, vp, software: Stack):
+    """Share of the first stage's layer slots that hold a transformer layer. When the split counts the
+    embedding as a layer (balanced stages whose L layers do not split evenly but L + 2 do), one slot of the
+    first stage holds only the embedding (Megatron-Core account_for_embedding_in_pipeline_split; Llama 3,
+    arXiv 2407.21783 §3.3.2), so its activations are (k·v - 1)/(k·v) of a full stage's."""
+    pp, vp = np.asarray(pp, dtype=float), np.asarray(vp, dtype=float)
+    chunks = pp * vp
+    if not software.balanced_stages:
+        return np.ones_like(chunks)
+    plus = (np.mod(layers, chunks) != 0) & (np.mod(layers + 2, chunks) == 0)
+    slots = (layers + 2) / chunks * vp
+    return np.where(plus, (slots - 1.0) / slots, 1.0)
+
+
 def plan_memory(
     model: ModelSpec,
     grid: PlanGrid,
@@ -283,7 +297,7 @@ def plan_memory(
     work = np.where(full, T * a_none, 0.0)  # one layer's full set while recomputing it
     logits = 6.0 * model.vocab / tp * T
     kept = _kept_after_offload(software.activation_offload_layers, slots=slots, chunks=p.vp)
-    first = kept * inflight * T * a_avg + work
+    first = kept * inflight * _first_stage_layer_share(L, p.pp, p.vp, software) * T * a_avg + work
     last = kept * slots * T * a_avg + work + logits
     activations = np.where(p.pp > 1, np.maximum(first, last), first + logits)
 

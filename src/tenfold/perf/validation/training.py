@@ -42,7 +42,7 @@ from tenfold.perf.specs.hardware import Hardware, list_hardware, load_hardware
 from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.specs.precision import Precision, check_supported, get_precision
 from tenfold.perf.training.grid import PlanGrid
-from tenfold.perf.training.layout import RECOMPUTE, Layout
+from tenfold.perf.training.layout import RECOMPUTE, Layout, max_chunks
 from tenfold.perf.training.stack import CUDA_GRAPH_MODES, Stack, stack
 from tenfold.perf.training.step import evaluate_plans
 from tenfold.perf.uncertainty import group_key
@@ -217,13 +217,10 @@ def _knob_options(
     sizes = [b for b in UNSTATED_MICRO_BATCHES if global_batch % (dp * b) == 0]
     filled = [b for b in sizes if global_batch // (dp * b) >= pp]
     mbs = pick("micro_batch", software.default_micro_batch, filled or sizes)
-    # Unknown VP: interleaving depths up to 8 whose chunks still hold a layer (uneven layouts allowed,
-    # as Megatron-Core's pipeline layouts and Llama 3's balanced first/last stages do).
-    vps = pick(
-        "vp",
-        software.default_vp,
-        [1] + [v for v in range(2, 9) if pp > 1 and pp * v <= layers and software.interleaving],
-    )
+    # Unknown VP: interleaving depths up to 8 whose chunks still hold a layer, or the embedding or loss alone
+    # (uneven layouts allowed, as Megatron-Core's pipeline layouts and Llama 3's balanced stages do).
+    most = max_chunks(layers, software.balanced_stages) if pp > 1 and software.interleaving else 0
+    vps = pick("vp", software.default_vp, [1] + [v for v in range(2, 9) if pp * v <= most])
     rcs = pick("recompute", software.default_recompute, list(RECOMPUTE))
     return [int_cell(str(b)) for b in mbs], [int_cell(str(v)) for v in vps], [str(r) for r in rcs], notes
 
