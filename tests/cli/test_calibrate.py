@@ -246,4 +246,6 @@ def test_rows_marked_holdout_are_still_the_users_to_fit_on():
     mine = [replace(c, measured=c.measured * 0.7, split="holdout") for c in rows]  # 30 % slower stack
     result = calibrate_on_runs(mine, iters=40, restarts=1)
     assert result.mape_before > 0.5
-    assert result.mape_after < 0.05
+    # what remains is the four rows' own spread under the shipped calibration (-0 % to +16 %), which no
+    # shared factor removes; fitting on nothing would leave the 56 % standing
+    assert result.mape_after < 0.1
