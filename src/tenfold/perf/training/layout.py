@@ -107,6 +107,14 @@ def max_chunks(layers: int, balanced: bool) -> int:
     return layers + 2 if balanced else layers
 
 
+def embedding_loss_split(layers: int, chunks):
+    """Mask: `layers` do not split into `chunks` equal chunks but layers + 2 do, so a balanced-stage stack
+    splits them with the embedding and the loss counted as one layer each (Megatron-Core
+    account_for_embedding/loss_in_pipeline_split)."""
+    chunks = np.asarray(chunks)
+    return (np.mod(layers, chunks) != 0) & (np.mod(layers + 2, chunks) == 0)
+
+
 @dataclass(frozen=True)
 class Rule:
     """A structural rule: `bad(model, seq_len, global_batch, x)` -> bool mask of violations, where x maps
@@ -236,7 +244,7 @@ RULES: tuple[Rule, ...] = (
         lambda m, s, g, x: (
             (x["vp"] > 1)
             & (m.layers % (x["pp"] * x["vp"]) != 0)
-            & ((m.layers + 2) % (x["pp"] * x["vp"]) != 0)
+            & ~embedding_loss_split(m.layers, x["pp"] * x["vp"])
         ),
         lambda m, s, g, x: (
             f"VP={x['vp']}: neither {m.layers} layers nor {m.layers} + embedding + loss split into "

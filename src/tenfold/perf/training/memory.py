@@ -31,7 +31,12 @@ import numpy as np
 from tenfold.perf.specs.models import ModelSpec
 from tenfold.perf.specs.precision import Precision
 from tenfold.perf.training.grid import PlanGrid
-from tenfold.perf.training.layout import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
+from tenfold.perf.training.layout import (
+    RECOMPUTE_FULL,
+    RECOMPUTE_NONE,
+    RECOMPUTE_SELECTIVE,
+    embedding_loss_split,
+)
 from tenfold.perf.training.stack import Stack, uses_flash
 
 # Fixed per-GPU overhead outside the model: CUDA context, NCCL and cuBLAS/TE workspaces (~2.5 GiB
@@ -251,9 +256,8 @@ def _first_stage_layer_share(layers: int, pp, vp, software: Stack):
     chunks = pp * vp
     if not software.balanced_stages:
         return np.ones_like(chunks)
-    plus = (np.mod(layers, chunks) != 0) & (np.mod(layers + 2, chunks) == 0)
     slots = (layers + 2) / chunks * vp
-    return np.where(plus, (slots - 1.0) / slots, 1.0)
+    return np.where(embedding_loss_split(layers, chunks), (slots - 1.0) / slots, 1.0)
 
 
 def plan_memory(
