@@ -79,7 +79,10 @@ def rates(
     k = cal.kernel_efficiency(kernels)
     e16 = cal.gemm(hw.arch, "16") * k
     return Rates(
-        lp_flops=hw.peak(precision.peak_key) * cal.gemm(hw.arch, precision.bits_class) * k,
+        lp_flops=hw.peak(precision.peak_key)
+        * cal.gemm(hw.arch, precision.bits_class)
+        * precision.training_gemm_factor
+        * k,
         bf16_flops=hw.peak("bf16") * e16,
         attn_flops=hw.peak("bf16") * e16 * cal.attention_efficiency,
         exp_per_s=hw.exp_per_s,
