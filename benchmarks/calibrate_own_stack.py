@@ -6,8 +6,8 @@ at 500 W and Trainy's H200 run: a framework the start calibration has never seen
 (Qwen3-235B on H100, GB200, GB300), the Megatron-Bridge 26.04.01 rows (NVIDIA's published performance
 tables: H100, B200, GB200, GB300; BF16 to NVFP4; dense and MoE models), Narayanan et al. 2021's Table 1
 (Megatron-LM on A100, dense GPTs; https://arxiv.org/abs/2104.04473) and the Megatron-Bridge 26.02 rows (a
-release whose five runs were all slower than later releases' runs of the same configurations: a stack
-uniformly off the published average, the case calibration is for). To play a user who has never been in
+release whose five runs were all slower than later releases' runs of the same models on the same GPUs: a
+stack uniformly off the published average, the case calibration is for). To play a user who has never been in
 the shipped fit:
 
 1. the start calibration is fitted WITHOUT any of that stack's rows, from the physical defaults with the
