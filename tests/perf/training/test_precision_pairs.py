@@ -19,10 +19,15 @@ MXFP8_PAIRS = {
 
 
 @pytest.fixture(scope="module")
-def ratios() -> dict[str, tuple[float, float]]:
+def cases() -> dict:
+    """The pairs' FP8 rows, loaded once for the module."""
+    return {c.id: c for c in load_cases() if c.id in MXFP8_PAIRS}
+
+
+@pytest.fixture(scope="module")
+def ratios(cases) -> dict[str, tuple[float, float]]:
     """Per pair: (measured MXFP8 / FP8, the model's) under the shipped calibration."""
     cal = load_calibration()
-    cases = {c.id: c for c in load_cases() if c.id in MXFP8_PAIRS}
     mx = get_precision("mxfp8")
     out = {}
     for rid, measured_mx in MXFP8_PAIRS.items():
@@ -41,10 +46,10 @@ def test_mxfp8_over_fp8_matches_the_published_pair(ratios, rid):
     assert model == pytest.approx(measured, rel=0.02)
 
 
-def test_without_the_factor_the_model_would_rank_mxfp8_first():
+def test_without_the_factor_the_model_would_rank_mxfp8_first(cases):
     """The factor is what makes the pairs hold: with it set to 1, MXFP8's lighter quantization makes
     the model's MXFP8 run the faster of the two."""
     cal = load_calibration()
-    c = next(c for c in load_cases() if c.id == "mbridge-llama3-8b-b200-fp8")
+    c = cases["mbridge-llama3-8b-b200-fp8"]
     plain = replace(get_precision("mxfp8"), training_gemm_factor=1.0)
     assert predict_case(replace(c, precision=plain), cal).predicted > predict_case(c, cal).predicted
