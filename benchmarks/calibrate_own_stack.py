@@ -71,7 +71,7 @@ def run_stack(source: str, cases: list, args: argparse.Namespace) -> tuple[float
         f"\nstack {source}: {len(mine)} rows; start calibration = fitted from physical defaults on the "
         f"other {len(cases) - len(mine)} rows ({time.perf_counter() - t0:.0f} s)"
     )
-    k = min(args.k, len(mine) - 2)  # leave at least two rows to predict
+    k = max(1, min(args.k, len(mine) - 2))  # one row or more to fit, two to predict if there are 3
     print(f"calibrate on {k} rows, predict the other {len(mine) - k}; {args.splits} splits")
     print(f"{'split':>5} {'fit MAPE before':>16} {'after':>7} {'held-out before':>16} {'after':>7}  fitted")
     before, after = [], []
