@@ -98,6 +98,10 @@ def test_validate_training_json(tmp_path):
     assert {"rows", "mape"} <= set(d) and len(d["rows"]) >= 45
     t = runner.invoke(app, ["validate", "training"])
     assert t.exit_code == 0 and "mean absolute percentage error" in t.output
+    # the defect rows are tagged, summarised apart and explained
+    assert "split defect" in t.output and "rows marked defect" in t.output
+    defect = [r for r in d["rows"] if r["split"] == "defect"]
+    assert defect and d["mape"]["by_split"]["defect"] > d["mape"]["overall"]
     missing = runner.invoke(app, ["validate", "training", "--runs", str(tmp_path / "none.csv")])
     assert missing.exit_code == 2
 

@@ -53,16 +53,16 @@ def test_stored_cross_validation_belongs_to_the_committed_calibration():
 
 def test_cross_validated_accuracy_and_interval_coverage():
     """80 % intervals cover 75-85 % of the cross-validated rows (issue 15). Leave-one-source-out MAPE:
-    achieved 13.3 % overall and 9.6 % on high-reliability rows (2026-12-04, 99 rows), short of the issue's
-    10 % overall (the medium-reliability rows hold the slow 26.02 release, docs/perf.md). Refits of the same
-    model land 13-17 % overall (the optimizer's spread, docs/perf.md), so the overall bound sits above that
-    spread; these bounds guard against getting worse, not against the noise."""
+    achieved 9.6 % overall and 8.8 % on high-reliability rows (2026-12-05, 78 fit rows; the issue asks for
+    10 %). Refits of nearly the same model have moved it by one to two points (the optimizer's spread,
+    docs/perf.md), so the bounds sit that far above; they guard against getting worse, not against the
+    noise."""
     rows = read_cv()
     s = summary(list(rows.values()))
     assert 0.75 <= s["coverage"] <= 0.85
-    assert s["mape"] <= 0.175
+    assert s["mape"] <= 0.12
     high = {c.id for c in load_cases() if c.reliability == "high"}
-    assert summary([r for i, r in rows.items() if i in high])["mape"] <= 0.125
+    assert summary([r for i, r in rows.items() if i in high])["mape"] <= 0.11
 
 
 def test_the_prior_owes_nothing_to_an_earlier_fit():

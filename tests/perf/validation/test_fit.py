@@ -74,12 +74,12 @@ def test_fallback_for_uncalibrated_architectures():
         )
 
 
-def test_holdout_rows_never_enter_a_fit(monkeypatch):
-    """fit_calibration scores only split = fit rows: a hold-out row's prediction is never computed."""
+def test_holdout_and_defect_rows_never_enter_a_fit(monkeypatch):
+    """fit_calibration scores only split = fit rows: a hold-out or defect row is never even predicted."""
     from tenfold.perf.validation import training
 
     cases = [c for c in load_cases() if not c.reason]
-    assert any(c.split == "holdout" for c in cases)
+    assert {"holdout", "defect"} <= {c.split for c in cases}
     seen = set()
     real = training.predict_case
 

@@ -3,8 +3,8 @@
 Rows from one publication or software release share their authors' tuning, cluster and counting
 conventions, so holding out single rows flatters a model: its siblings stay in the fit. Here every row of a
 `source` group (a paper, a Megatron-Bridge release, ...) is predicted by a calibration fitted without any row
-of that group, starting from and shrunk toward a prior that owes nothing to the validation rows. Rows marked
-`split = holdout` are never fitted on; the full fit predicts them.
+of that group, starting from and shrunk toward a prior that owes nothing to the validation rows. Only rows
+marked `split = fit` are fitted on and cross-validated; the full fit predicts the `holdout` and `defect` rows.
 
 The cross-validated errors give the spread of log(predicted / measured) per group (training: GPU generation
 and dense/MoE; serving: engine family and dense/MoE; `tenfold.perf.uncertainty`); the coverage of the
@@ -114,7 +114,7 @@ def cross_validate(
     runs the folds in that many forked processes (where the platform forks; serially otherwise). Rows whose
     prediction is not finite (infeasible as stated) are left out."""
     predict = validator(kind).predict_case
-    fit_rows = [c for c in cases if not c.reason and c.split != "holdout"]
+    fit_rows = [c for c in cases if not c.reason and c.split == "fit"]
     groups: dict[str, list[Case]] = defaultdict(list)
     for c in fit_rows:
         groups[c.source].append(c)
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     header = (
         f"Fitted by `python -m tenfold.perf.validation.crossval --kind {kind} --write`\n"
         "(tenfold.perf.validation.crossval.fit_with_uncertainty) on\n"
-        f"tenfold/data/validation/{kind}_runs.csv (rows with split = holdout are never fitted);\n"
+        f"tenfold/data/validation/{kind}_runs.csv (only rows with split = fit are fitted);\n"
         "see tenfold.perf.calibration for what each value means and BOUNDS for each one's physical\n"
         "range, tenfold.perf.uncertainty for the [uncertainty] section."
     )

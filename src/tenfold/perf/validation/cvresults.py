@@ -17,6 +17,7 @@ from typing import Any
 
 from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.uncertainty import spread
+from tenfold.perf.validation.rows import SCORED
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +98,8 @@ def summary(rows: Sequence[CVRow]) -> dict[str, float]:
 def attach_cv(results: Sequence[Any], cv: dict[str, CVRow], *, fitted_on: str = "") -> tuple[list, dict]:
     """Validation rows (`RowResult`s) with their stored out-of-source error and interval (`cv_error`,
     `cv_interval`) where the cross-validation covers the row with the same measured value, and the report's
-    `cross_validation` figures over those rows (empty when none matched)."""
+    `cross_validation` figures over those rows of the scored splits (rows.SCORED; empty when none
+    matched)."""
     matched = {
         r.id: cv[r.id]
         for r in results
@@ -109,15 +111,16 @@ def attach_cv(results: Sequence[Any], cv: dict[str, CVRow], *, fitted_on: str = 
         else r
         for r in results
     ]
-    if not matched:
+    scored = [matched[r.id] for r in results if r.id in matched and getattr(r, "split", "fit") in SCORED]
+    if not scored:
         return out, {}
-    s = summary(list(matched.values()))
+    s = summary(scored)
     info = {
         "method": "leave-one-source-out: each row predicted by a calibration fitted without its source",
         "mape": s["mape"],
         "coverage": s["coverage"],
         "rows": s["rows"],
-        "sources": len({c.source for c in matched.values()}),
+        "sources": len({c.source for c in scored}),
         "fitted_on": fitted_on,
     }
     return out, info

@@ -106,10 +106,11 @@ def fit_calibration(
     each row's error capped at `ERROR_CAP` so that one unexplained outlier cannot move every efficiency.
     `kind` picks the model: "training" (training_runs.csv) or "inference" (inference_runs.csv).
     `progress(done, total)` is called as the search advances (iterations over all restarts).
-    Rows whose split is "holdout" are never fitted on. With a `prior` (a calibration of physical defaults,
-    e.g. measured kernel efficiencies) the objective adds `penalty` x the mean squared distance of the free
-    parameters from the prior's in their transformed (logit) space, so a parameter the rows barely constrain
-    stays near the prior instead of absorbing noise; `start` defaults to the prior when one is given.
+    Only rows whose split is "fit" are fitted on ("holdout" and "defect" rows never are). With a `prior`
+    (a calibration of physical defaults, e.g. measured kernel efficiencies) the objective adds `penalty` x
+    the mean squared distance of the free parameters from the prior's in their transformed (logit) space,
+    so a parameter the rows barely constrain stays near the prior instead of absorbing noise; `start`
+    defaults to the prior when one is given.
     `tie` (GEMM key -> reference efficiency, e.g. measured kernel tables) replaces those keys' free
     efficiencies by one shared scale: each = reference x scale, so the data fit one number (how much of a
     micro-benchmark a training step realises) and the measurements carry the differences between GPUs
@@ -118,7 +119,7 @@ def fit_calibration(
     """
     validate = validator(kind)
     cases = validate.load_cases() if cases is None else cases
-    cases = [c for c in cases if c.reason == "" and c.id not in exclude and c.split != "holdout"]
+    cases = [c for c in cases if c.reason == "" and c.id not in exclude and c.split == "fit"]
     start = start or prior or load_calibration(kind=kind)
     tied = sorted(k for k in (tie or {}) if k in start.gemm_efficiency)
     own_fixed = tuple(start.fit.get("fixed_parameters", ()))

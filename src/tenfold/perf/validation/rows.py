@@ -89,12 +89,17 @@ def read_rows(path: str | Path, required: tuple[str, ...]) -> list[dict[str, str
         return list(reader)
 
 
-SPLITS = ("fit", "holdout")
+SPLITS = ("fit", "holdout", "defect")
+"""What a row is for: `fit` (the calibration is fitted on it), `holdout` (kept aside before any fit, scored
+apart) or `defect` (its publisher's own tables show the run was slowed by a software fault: predicted and
+shown, never fitted and left out of the headline error; docs/validation.md gives the rule)."""
+SCORED = ("fit", "holdout")
+"""The splits whose errors make up a report's overall MAPE and interval coverage."""
 
 
 def row_origin(row: dict[str, str]) -> dict[str, str]:
     """The row's `source` group (cross-validation holds a group out together; default: its source URL
-    without the fragment) and `split` ("fit", or "holdout": kept aside, never fitted on).
+    without the fragment) and `split` (one of SPLITS; default "fit").
     ValueError naming the row for any other split."""
     source = (row.get("source") or "").strip() or (row.get("source_url") or "").split("#")[0].strip()
     split = (row.get("split") or "").strip() or "fit"

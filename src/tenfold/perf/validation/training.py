@@ -47,8 +47,8 @@ from tenfold.perf.training.stack import CUDA_GRAPH_MODES, Stack, stack
 from tenfold.perf.training.step import evaluate_plans
 from tenfold.perf.uncertainty import group_key
 from tenfold.perf.validation.cvresults import attach_cv, read_cv
+from tenfold.perf.validation.rows import SCORED, int_cell, parse_assumptions, read_rows, row_model, row_origin
 from tenfold.perf.validation.rows import choice_reason as one_of
-from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model, row_origin
 
 METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "time_to_train_min")
 FLOP_RATE_METRICS = ("tflops_per_gpu", "mfu")
@@ -456,21 +456,24 @@ def build_report(
     results: list[RowResult], unpredictable: list[tuple[str, str]], moe_ids: set[str]
 ) -> ValidationReport:
     """Per-row results and the rows that could not be predicted -> MAPE overall, by GPU, by reliability and
-    by architecture (dense / moe). Shared by the training and inference validations."""
+    by architecture (dense / moe), over the scored splits (rows.SCORED); MAPE by split covers every split,
+    `defect` included. Shared by the training and inference validations."""
     by = defaultdict(list)
     rel = defaultdict(list)
     kind = defaultdict(list)
     split = defaultdict(list)
+    scored = [r for r in results if r.split in SCORED]
     for r in results:
+        split[r.split].append(r)
+    for r in scored:
         by[r.gpu].append(r)
         rel[r.reliability].append(r)
         kind["moe" if r.id in moe_ids else "dense"].append(r)
-        split[r.split].append(r)
-    inside = [r.covered for r in results if r.covered is not None]
+    inside = [r.covered for r in scored if r.covered is not None]
     return ValidationReport(
         rows=tuple(results),
         unpredictable=tuple(unpredictable),
-        mape=_mape(results),
+        mape=_mape(scored),
         mape_by_gpu={k: _mape(v) for k, v in sorted(by.items())},
         mape_by_reliability={k: _mape(v) for k, v in sorted(rel.items())},
         mape_by_arch={k: _mape(v) for k, v in sorted(kind.items())},
