@@ -275,7 +275,7 @@ def calibrate_on_runs(
     predict_case = validator(kind).predict_case
     start_label = start_label or f"the shipped calibration (tenfold/data/calibration/{kind}.toml)"
     start = replace(start or load_calibration(kind=kind), fit=MappingProxyType({}))
-    # Every row given here is the user's to fit on: a `split = holdout` mark (copied from the shipped
+    # Every row given here is the user's to fit on: a `holdout` or `defect` split (copied from the shipped
     # data's schema) must not make `fit_calibration` drop it.
     cases = [c if c.split == "fit" else replace(c, split="fit") for c in cases]
     sens = sensitivities(cases, start, kind=kind)
