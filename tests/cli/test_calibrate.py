@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from tenfold.cli.main import app
 from tenfold.perf.calibration import load_calibration
-from tenfold.perf.validation.calibrate import SHARED_SCALE, calibrate_on_runs, fit_top
+from tenfold.perf.validation.calibrate import SHARED_SCALE, calibrate_on_runs, fit_top, offset_warnings
 from tenfold.perf.validation.training import case_from_row, default_runs_path, load_cases, predict_case
 
 runner = CliRunner()
@@ -249,3 +249,22 @@ def test_rows_marked_holdout_are_still_the_users_to_fit_on():
     # what remains is the four rows' own spread under the shipped calibration (-0 % to +16 %), which no
     # shared factor removes; fitting on nothing would leave the 56 % standing
     assert result.mape_after < 0.1
+    assert not any("no shared offset to learn" in w for w in result.warnings)  # a real offset
+
+
+def test_rows_within_the_scatter_of_the_start_are_warned_about():
+    """Rows whose mean error is inside two standard errors of the shipped per-run spread carry no offset a fit
+    can learn (docs/perf.md, "Does it help?"): the report says so; rows 30 % off, or a calibration without a
+    measured spread, get no such warning."""
+    start = load_calibration()
+    rows = [c for c in load_cases() if c.source == "torchtitan-2024" and c.split == "fit"][:4]
+    near = [
+        replace(predict_case(c, start), measured=predict_case(c, start).predicted / f)
+        for c, f in zip(rows, (1.08, 0.97, 1.05, 1.02), strict=True)
+    ]
+    (warning,) = offset_warnings(near, start)
+    geometric = (1.08 * 0.97 * 1.05 * 1.02) ** 0.25 - 1  # predictions over measurements
+    assert f"{geometric:+.1%} off" in warning and "4 row(s)" in warning
+    far = [replace(r, measured=r.predicted * 0.7) for r in near]
+    assert offset_warnings(far, start) == []
+    assert offset_warnings(near, replace(start, uncertainty=None)) == []

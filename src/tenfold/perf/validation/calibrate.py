@@ -305,6 +305,7 @@ def calibrate_on_runs(
     warnings = selection_warnings(len(cases), ranked, unidentified, fitted, most, held_out)
     before = [predict_case(c, start) for c in cases]
     warnings += wide_range_warnings(before)
+    warnings += offset_warnings(before, start)
     info = dict(cal.fit) | {
         "rows": len(cases),
         "date": datetime.date.today().isoformat(),
@@ -357,6 +358,29 @@ def wide_range_warnings(results: list) -> list[str]:
         f"{len(wide)} row(s) leave fields unstated that move their prediction by more than "
         f"{WIDE_RANGE - 1:.0%} (each is scored at the midpoint of its range; stating micro_batch, vp, "
         f"recompute or flops_convention narrows it): {', '.join(wide)}"
+    ]
+
+
+def offset_warnings(results: list, start: Calibration) -> list[str]:
+    """One warning when the rows sit, on average, no further from the start calibration's predictions than
+    the scatter of one stack's runs explains: |mean log(predicted / measured)| under two standard errors,
+    with the start's cross-validated spread per run (`uncertainty.pooled`) as the scatter. In the published
+    data such fits made a stack's other runs worse far more often than better (docs/perf.md, "Does it
+    help?"); a stack off as a whole (a slower cluster) is what calibration fixes. None without a measured
+    uncertainty."""
+    if start.uncertainty is None or not results:
+        return []
+    logs = [math.log(r.predicted / r.measured) for r in results]
+    mean, n = sum(logs) / len(logs), len(logs)
+    bound = 2 * start.uncertainty.pooled / math.sqrt(n)
+    if abs(mean) >= bound:
+        return []
+    return [
+        f"your {n} row(s) sit {math.exp(mean) - 1:+.1%} off the start calibration's predictions on average "
+        f"(geometric mean), within the {bound:.0%} that the scatter of one stack's runs explains for {n} "
+        f"row(s) (two standard errors; {start.uncertainty.pooled:.0%} per run, cross-validated on published "
+        "runs): there is no shared offset to learn, and on published stacks such fits made the other runs "
+        "worse more often than better (docs/perf.md); keep the start calibration, or add runs"
     ]
 
 
