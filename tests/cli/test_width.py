@@ -24,3 +24,11 @@ def test_fits_80_columns(args):
     wide = [line for line in r.output.splitlines() if len(line) > 80]
     assert not wide, "\n".join(wide)
     assert "…" not in r.output, r.output
+
+
+def test_validation_table_keeps_run_ids_readable_at_80_columns():
+    """The per-row validation table used to squeeze its two text columns to 3 characters at 80 columns (a
+    row's id folded over a dozen lines); its one text column now keeps at least 16 characters."""
+    r = runner.invoke(app, ["validate", "training"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "nara21-gpt-1p7b-" in r.output  # the first 16 characters of a shipped id, on one line

@@ -142,19 +142,16 @@ def show_report(report: ValidationReport, *, title: str, as_json: bool, sample: 
         return
     console = Console()
     has_cv = any(r.cv_error is not None for r in report.rows)
-    # numbers never wrap or get cut; the text columns fold, so the table fits 80 columns
+    # numbers never wrap or get cut; the one text column (run, hardware, metric, layout) takes the rest of
+    # the width and folds, so the table fits 80 columns with the id still readable
     t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-    numbers = ("GPUs", "measured", "predicted", "80 % range", "error", *(("CV error",) if has_cv else ()))
-    for col in ("id, GPU, metric (reliability)", *numbers, "layout used"):
-        if col in numbers:
-            t.add_column(col, justify="right", no_wrap=True)
-        else:
-            t.add_column(col, overflow="fold", ratio=1)
+    t.add_column("run: id, GPUs, metric (reliability), layout used", overflow="fold", ratio=1)
+    for col in ("measured", "predicted", "80 % range", "error", *(("CV error",) if has_cv else ())):
+        t.add_column(col, justify="right", no_wrap=True)
     for r in report.rows:
         tag = "" if r.split == "fit" else f" {r.split}"
         t.add_row(
-            f"{r.id}{tag}\n{r.gpu}, {r.metric} ({r.reliability})",
-            str(r.num_gpus),
+            f"{r.id}{tag}\n{r.num_gpus} x {r.gpu}, {r.metric} ({r.reliability})\n[dim]{r.layout}[/dim]",
             f"{r.measured:.4g}",
             predicted_cell(r.predicted, r.predicted_range),
             ""
@@ -162,7 +159,6 @@ def show_report(report: ValidationReport, *, title: str, as_json: bool, sample: 
             else f"{fmt_number(r.interval[0], '.4g')}-\n{fmt_number(r.interval[1], '.4g')}",
             error_cell(r.error),
             *((error_cell(r.cv_error),) if has_cv else ()),
-            r.layout,
         )
     console.print(t)
     console.print(summary_table(report, has_cv))
