@@ -19,7 +19,7 @@ from tenfold.cli.calibrate import (
 from tenfold.cli.output import fail, print_json, readable_file
 from tenfold.perf.calibration import Calibration
 from tenfold.perf.validation import serving as vi
-from tenfold.perf.validation.rows import SCORED
+from tenfold.perf.validation.rows import scored_rows
 from tenfold.perf.validation.training import ValidationReport, default_runs_path, validate_training
 from tenfold.report.format import fmt_number
 
@@ -194,7 +194,7 @@ def summary_table(report: ValidationReport, has_cv: bool) -> Table:
     s.add_column("MAPE", justify="right")
     if has_cv:
         s.add_column("CV MAPE", justify="right")
-    scored = [r for r in report.rows if r.split in SCORED]
+    scored = scored_rows(report.rows)
     groups: dict[str, list] = {"overall": scored}
     for r in report.rows:
         groups.setdefault(f"split {r.split}", []).append(r)

@@ -17,7 +17,7 @@ from typing import Any
 
 from tenfold.perf.specs.catalog import data_dir
 from tenfold.perf.uncertainty import spread
-from tenfold.perf.validation.rows import SCORED
+from tenfold.perf.validation.rows import scored_rows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,7 +111,7 @@ def attach_cv(results: Sequence[Any], cv: dict[str, CVRow], *, fitted_on: str = 
         else r
         for r in results
     ]
-    scored = [matched[r.id] for r in results if r.id in matched and getattr(r, "split", "fit") in SCORED]
+    scored = [matched[r.id] for r in scored_rows(results) if r.id in matched]
     if not scored:
         return out, {}
     s = summary(scored)

@@ -6,10 +6,14 @@ The schemas are documented in `docs/validation.md`; these helpers read the colum
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from tenfold.perf.specs.models import ModelSpec, find_model, with_layers
+
+R = TypeVar("R")
 
 
 def int_cell(s: str, default: int | None = None) -> int | None:
@@ -95,6 +99,11 @@ apart) or `defect` (its publisher's own tables show the run was slowed by a soft
 shown, never fitted and left out of the headline error; docs/validation.md gives the rule)."""
 SCORED = ("fit", "holdout")
 """The splits whose errors make up a report's overall MAPE and interval coverage."""
+
+
+def scored_rows(rows: Iterable[R]) -> list[R]:
+    """The rows (anything with a `split`) whose errors a report's overall figures count (SCORED)."""
+    return [r for r in rows if r.split in SCORED]
 
 
 def row_origin(row: dict[str, str]) -> dict[str, str]:

@@ -46,9 +46,10 @@ from tenfold.perf.training.layout import RECOMPUTE, Layout, max_chunks
 from tenfold.perf.training.stack import CUDA_GRAPH_MODES, Stack, stack
 from tenfold.perf.training.step import evaluate_plans
 from tenfold.perf.uncertainty import group_key
+from tenfold.perf.validation import rows as row_csv
 from tenfold.perf.validation.cvresults import attach_cv, read_cv
-from tenfold.perf.validation.rows import SCORED, int_cell, parse_assumptions, read_rows, row_model, row_origin
 from tenfold.perf.validation.rows import choice_reason as one_of
+from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model, row_origin
 
 METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "time_to_train_min")
 FLOP_RATE_METRICS = ("tflops_per_gpu", "mfu")
@@ -455,14 +456,13 @@ def _mape(rows: list[RowResult]) -> float:
 def build_report(
     results: list[RowResult], unpredictable: list[tuple[str, str]], moe_ids: set[str]
 ) -> ValidationReport:
-    """Per-row results and the rows that could not be predicted -> MAPE overall, by GPU, by reliability and
-    by architecture (dense / moe), over the scored splits (rows.SCORED); MAPE by split covers every split,
-    `defect` included. Shared by the training and inference validations."""
+    """Per-row results and unpredicted rows -> MAPE overall, by GPU, reliability and dense/moe over the scored
+    splits (rows.SCORED), and by split over all of them. Shared by the training and inference validations."""
     by = defaultdict(list)
     rel = defaultdict(list)
     kind = defaultdict(list)
     split = defaultdict(list)
-    scored = [r for r in results if r.split in SCORED]
+    scored = row_csv.scored_rows(results)
     for r in results:
         split[r.split].append(r)
     for r in scored:
