@@ -253,3 +253,21 @@ def test_the_embedding_chunk_holds_no_layer_activations():
     # without balanced stages the chunk split is the plain one: every slot of the first stage is a layer
     flat = _plan(m, lay, stack("meta-llama3", balanced_stages=False), **kw)
     assert flat["activations_B"] > short["activations_B"]
+
+
+def test_sink_attention_keeps_no_scores_but_is_timed_as_the_stand_in():
+    """NVIDIA's gpt-oss-120B layout on 64 GB300 (Megatron-Bridge 26.06: EP16, micro-batch 4, no recompute)
+    ran, so sink attention kept no s x s scores: memory counts it fused, as without sinks. Its time is the
+    materialised-score stand-in unless the stack times it fused (docs/perf.md)."""
+    oss = load_model("gpt-oss-120b")
+    lay = Layout(dp=64, ep=16, micro_batch=4)
+    kw = dict(seq_len=4096, global_batch=1280, precision="mxfp8")
+    est = estimate_training(oss, "gb300", lay, **kw)
+    no_sinks = estimate_training(replace(oss, attention_sinks=False), "gb300", lay, **kw)
+    timed_fused = estimate_training(oss, "gb300", lay, software=stack(fused_sink_timing=True), **kw)
+    assert est.feasible, est.reason
+    assert est.memory.activations_GiB == pytest.approx(no_sinks.memory.activations_GiB)
+    assert est.memory.capacity_GiB > est.memory.total_GiB
+    assert est.step_time_s > 1.2 * timed_fused.step_time_s
+    unfused = estimate_training(oss, "gb300", lay, software=stack(flash_attention=False), **kw)
+    assert unfused.memory.activations_GiB > 3 * est.memory.activations_GiB

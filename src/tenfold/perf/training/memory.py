@@ -37,7 +37,7 @@ from tenfold.perf.training.layout import (
     RECOMPUTE_SELECTIVE,
     embedding_loss_split,
 )
-from tenfold.perf.training.stack import Stack, uses_flash
+from tenfold.perf.training.stack import Stack
 
 # Fixed per-GPU overhead outside the model: CUDA context, NCCL and cuBLAS/TE workspaces (~2.5 GiB
 # observed on H100 runs; order-of-magnitude figure, not fitted), plus 5 % allocator fragmentation.
@@ -280,7 +280,7 @@ def plan_memory(
         t=tp,
         sp=p.sequence_parallel,
         seq_len=seq_len,
-        flash=uses_flash(model, software),
+        flash=software.flash_attention,
         operand_bytes=precision.operand_bytes if precision.low else 2.0,
         modules=software.recompute_modules,
     )

@@ -72,10 +72,13 @@ class Stack:
     default_zero: ZeRO stage used when a layout does not say (1 = Megatron distributed optimizer).
     fsdp_regather: ZeRO-3/FSDP gathers the weights again for every micro-batch (Megatron-FSDP); False keeps
         them gathered across the micro-batches of a step (gathers and reductions once per step).
-    fused_sink_attention: fused attention kernels support learnable softmax sinks (gpt-oss). Transformer
-        Engine 2.8 with cuDNN 9.10 falls back to UnfusedDotProductAttention for softmax_type="learnable"
-        (https://github.com/NVIDIA/TransformerEngine/issues/2318), so the default is False: models with
-        attention sinks then pay for materialised scores.
+    fused_sink_timing: how the attention core of a model with learnable softmax sinks (gpt-oss) is timed.
+        Memory always counts it fused under a flash stack: Transformer Engine fuses sink attention since
+        2.8 with cuDNN 9.13.1 (https://github.com/NVIDIA/TransformerEngine/pull/2148), and the published
+        gpt-oss runs fit only that way (materialised scores would need 434-509 GiB per GPU for the 26.06
+        runs). Timed as a fused kernel (True) those runs come out 37-84 % faster than measured; timed as if
+        the s x s scores were materialised (False, the default) they come out 0-39 % slower. No public
+        measurement explains the gap (docs/perf.md), so the default is a stand-in, not a mechanism.
     full_iteration_graph: the whole forward-backward step is captured as one CUDA graph (Megatron-Core
         `cuda_graph_impl="full_iteration"`). A graph cannot hold a host synchronisation, so dropless MoE
         then runs sync-free: the experts' buffers are padded to a fixed per-rank capacity instead of being
@@ -114,7 +117,7 @@ class Stack:
     main_grad_bytes: float = 4.0
     default_zero: int = 1
     fsdp_regather: bool = True
-    fused_sink_attention: bool = False
+    fused_sink_timing: bool = False
     full_iteration_graph: bool = False
     interleaving: bool = True
     interleave_needs_pp_multiple: bool = True
@@ -302,8 +305,9 @@ STACK_NAMES = tuple(_STACKS)
 
 
 def uses_flash(model: ModelSpec, software: Stack) -> bool:
-    """Fused (flash) attention, unless the software cannot fuse this model's attention (sinks)."""
-    return software.flash_attention and (software.fused_sink_attention or not model.attention_sinks)
+    """Attention timed as a fused (flash) kernel, unless the model has sinks and the stack times them as
+    materialised scores (`Stack.fused_sink_timing`, a stand-in). Memory follows `flash_attention` alone."""
+    return software.flash_attention and (software.fused_sink_timing or not model.attention_sinks)
 
 
 def stack(name: str = "megatron-core", **overrides: object) -> Stack:
