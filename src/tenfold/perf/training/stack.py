@@ -76,7 +76,7 @@ class Stack:
         Memory always counts it fused under a flash stack: Transformer Engine fuses sink attention since
         2.8 with cuDNN 9.13.1 (https://github.com/NVIDIA/TransformerEngine/pull/2148), and the published
         gpt-oss runs fit only that way (materialised scores would need 434-509 GiB per GPU for the 26.06
-        runs). Timed as a fused kernel (True) those runs come out 37-84 % faster than measured; timed as if
+        runs). Timed as a fused kernel (True) those runs come out 38-85 % faster than measured; timed as if
         the s x s scores were materialised (False, the default) they come out 0-39 % slower. No public
         measurement explains the gap (docs/perf.md), so the default is a stand-in, not a mechanism.
     full_iteration_graph: the whole forward-backward step is captured as one CUDA graph (Megatron-Core
