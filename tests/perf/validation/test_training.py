@@ -24,7 +24,7 @@ from tenfold.perf.validation.training import (
     validate_training,
 )
 
-# In-sample MAPE over the split = fit rows: achieved 7.5 % overall and 6.7 % on high-reliability rows
+# In-sample MAPE over the split = fit rows: achieved 7.2 % overall and 6.2 % on high-reliability rows
 # (2026-12-05 refit on 78 fit rows, the two defect rows out; docs/perf.md)
 MAPE_OVERALL = 0.09
 MAPE_HIGH = 0.08
