@@ -159,3 +159,23 @@ def test_calibrate_names_rows_whose_unstated_fields_move_them_widely():
     assert warning.startswith("1 row(s) leave fields unstated") and "opt-175b-a100x992 (" in warning
     assert "mbridge-llama3-70b-h100-fp8" not in warning
     assert wide_range_warnings([stated]) == []
+
+
+def test_fit_weights_make_the_objective_the_reported_mape():
+    """`weights` all 1 with no cap: the fit's recorded objective is the plain MAPE `validate` reports; the
+    default weighs medium-reliability rows half (the two differ on rows of both kinds)."""
+    rows = _fitted_cases()
+    cases = [c for c in rows if c.reliability == "high"][:2] + [c for c in rows if c.reliability == "medium"][
+        :2
+    ]
+    plain = fit_calibration(
+        cases, iters=0, restarts=1, weights=dict.fromkeys(("high", "medium"), 1.0), error_cap=10.0
+    )
+    errs = np.array([abs(predict_case(c, plain).error) for c in cases])
+    assert plain.fit["objective_value"] == pytest.approx(float(np.mean(errs)), abs=2e-5)
+    assert "weighted {'high': 1.0, 'medium': 1.0}" in plain.fit["objective"]
+    weighted = fit_calibration(cases, iters=0, restarts=1, error_cap=10.0)
+    errs = np.array([abs(predict_case(c, weighted).error) for c in cases])
+    expected = float(np.sum(np.array([1, 1, 0.5, 0.5]) * errs) / 3.0)
+    assert weighted.fit["objective_value"] == pytest.approx(expected, abs=2e-5)
+    assert expected != pytest.approx(float(np.mean(errs)), abs=1e-4)
