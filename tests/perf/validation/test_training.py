@@ -114,6 +114,7 @@ def test_research_schema_without_extension_columns_still_works(tmp_path):
             "pp_schedule",
             "ep_dispatch",
             "ep_overlap",
+            "tp_overlap",
             "cp_comm",
             "recompute_layers",
             "dense_layers",
@@ -308,6 +309,18 @@ def test_torchtitan_rows_use_their_preset_and_async_tp_matters():
     assert slow < fast
     same = predict_case(replace(tp1, software=vanilla), cal).predicted
     assert same == pytest.approx(predict_case(tp1, cal).predicted)
+
+
+def test_tp_overlap_column_sets_the_stack():
+    """`tp_overlap` = 0 (a recipe that switches TE's TP overlap off) exposes the TP collectives of a TP2
+    row; 1 and an empty cell keep the preset's overlap."""
+    row = next(r for r in _csv_rows() if r["id"] == "mbridge-qwen3-235b-h100-fp8")
+    assert int(row["tp"]) == 2 and not row.get("tp_overlap")
+    cal = load_calibration()
+    off, on, unset = (case_from_row({**row, "tp_overlap": v}) for v in ("0", "1", ""))
+    assert not off.software.tp_overlap and on.software.tp_overlap and unset.software.tp_overlap
+    assert predict_case(off, cal).predicted < predict_case(on, cal).predicted
+    assert predict_case(unset, cal).predicted == predict_case(on, cal).predicted
 
 
 def test_stated_memory_savers_let_published_layouts_fit(report):

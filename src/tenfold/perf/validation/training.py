@@ -11,10 +11,9 @@ columns). For each row:
   knob out (empty cell), the row's software stack's documented default is used (`Stack.default_*`); where
   the stack documents none, every plausible value is evaluated, the plans that are valid and fit in memory
   give a range of the metric, the prediction is its midpoint (the error is scored on it) and the layout
-  shown is the plan nearest the midpoint. Taking the fastest plan instead was optimistic by 20-30 % on
-  rows whose authors did not state their micro-batch (issue 15). An unstated micro-batch of a pipelined
-  run only ranges over sizes that leave at least one micro-batch per stage when any does (see
-  `_knob_options`). The row says what was assumed;
+  shown is the plan nearest the midpoint (the fastest plan was optimistic by 20-30 % where micro-batch
+  was unstated, issue 15). An unstated micro-batch of a pipelined run only ranges over sizes that leave
+  at least one micro-batch per stage when any does (see `_knob_options`). The row says what was assumed;
 * the metric is predicted in the row's convention: tokens_per_s_per_gpu, step_time_s, tflops_per_gpu
   and mfu (FLOPs counted by the row's `flops_convention`, `tenfold.perf.flops.CONVENTIONS`: model FLOPs
   with causal attention, `palm` for the PaLM MFU definition, `hardware_incl_recompute` for Narayanan 2021
@@ -30,6 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -175,23 +175,23 @@ class ValidationReport:
         }
 
 
+STACK_COLUMNS: dict[str, tuple[str, Callable[[str], object]]] = {
+    "pp_schedule": ("pp_schedule", str),
+    "ep_dispatch": ("ep_dedup", lambda v: v == "dedup"),
+    "ep_overlap": ("ep_overlap", lambda v: v == "1"),
+    "tp_overlap": ("tp_overlap", lambda v: v == "1"),
+    "cp_comm": ("cp_comm", str),
+    "recompute_modules": ("recompute_modules", lambda v: tuple(v.split())),
+    "offload_layers": ("activation_offload_layers", int),
+    "cuda_graph": ("full_iteration_graph", lambda v: v == "full_iteration"),
+}
+"""Extension columns that override a field of the row's software preset: column -> (`Stack` field, parser)."""
+
+
 def _row_software(row: dict[str, str]) -> Stack:
-    """The row's software preset with the overrides its columns give (pp_schedule, ep_dispatch, ...)."""
-    overrides: dict[str, object] = {}
-    if (row.get("pp_schedule") or "").strip():
-        overrides["pp_schedule"] = row["pp_schedule"].strip()
-    if (row.get("ep_dispatch") or "").strip():
-        overrides["ep_dedup"] = row["ep_dispatch"].strip() == "dedup"
-    if (row.get("ep_overlap") or "").strip():
-        overrides["ep_overlap"] = row["ep_overlap"].strip() == "1"
-    if (row.get("cp_comm") or "").strip():
-        overrides["cp_comm"] = row["cp_comm"].strip()
-    if (row.get("recompute_modules") or "").strip():
-        overrides["recompute_modules"] = tuple(row["recompute_modules"].split())
-    if (row.get("offload_layers") or "").strip():
-        overrides["activation_offload_layers"] = int(row["offload_layers"])
-    if (row.get("cuda_graph") or "").strip():
-        overrides["full_iteration_graph"] = row["cuda_graph"].strip() == "full_iteration"
+    """The row's software preset with the overrides its columns give (`STACK_COLUMNS`)."""
+    cells = {column: (row.get(column) or "").strip() for column in STACK_COLUMNS}
+    overrides = {name: parse(cells[c]) for c, (name, parse) in STACK_COLUMNS.items() if cells[c]}
     return stack((row.get("software") or "").strip() or "megatron-core", **overrides)
 
 
