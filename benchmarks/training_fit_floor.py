@@ -9,7 +9,7 @@ happens to the rows it never sees (the hold-out)? If that floor is above 6 %, no
 meets the target; only a change to what the model represents can.
 
 Two optimisers, side by side: the project's Nelder-Mead (`fit_calibration`) and scipy's Powell in the
-same coordinates (`Calibration.to_vector`). Each takes some minutes on one core.
+same coordinates (`Calibration.to_vector`); about 8 and 18 minutes on one core of a 2-core machine.
 
     python benchmarks/training_fit_floor.py [--iters 600] [--powell-evals 2500] [--no-powell]
 """

@@ -165,9 +165,9 @@ def test_fit_weights_make_the_objective_the_reported_mape():
     """`weights` all 1 with no cap: the fit's recorded objective is the plain MAPE `validate` reports; the
     default weighs medium-reliability rows half (the two differ on rows of both kinds)."""
     rows = _fitted_cases()
-    cases = [c for c in rows if c.reliability == "high"][:2] + [c for c in rows if c.reliability == "medium"][
-        :2
-    ]
+    high = [c for c in rows if c.reliability == "high"]
+    medium = [c for c in rows if c.reliability == "medium"]
+    cases = high[:2] + medium[:2]
     plain = fit_calibration(
         cases, iters=0, restarts=1, weights=dict.fromkeys(("high", "medium"), 1.0), error_cap=10.0
     )
