@@ -25,20 +25,22 @@ from scipy.optimize import minimize
 from tenfold.perf.calibration import Calibration, load_calibration
 from tenfold.perf.validation.calibrate import parameter_value
 from tenfold.perf.validation.fit import fit_calibration
-from tenfold.perf.validation.training import TrainingCase, load_cases, predict_case
+from tenfold.perf.validation.training import TrainingCase, load_cases, predict_case, validate_training
 
 EQUAL = {"high": 1.0, "medium": 1.0, "low": 1.0}
 NO_CAP = 10.0  # a 1000 % error: no row reaches it, so nothing is capped
 
 
-def mape(cal: Calibration, rows: list[TrainingCase]) -> float:
-    errs = np.array([abs(predict_case(c, cal).error) for c in rows])
-    return float(np.mean(np.where(np.isfinite(errs), errs, NO_CAP)))
-
-
 def powell(start: Calibration, rows: list[TrainingCase], evals: int) -> Calibration:
+    """scipy's Powell on the plain in-sample MAPE (rows that cannot be predicted count as `NO_CAP`)."""
+
+    def mape(x: np.ndarray) -> float:
+        cal = start.from_vector(x)
+        errs = np.array([abs(predict_case(c, cal).error) for c in rows])
+        return float(np.mean(np.where(np.isfinite(errs), errs, NO_CAP)))
+
     result = minimize(
-        lambda x: mape(start.from_vector(x), rows),
+        mape,
         start.to_vector(),
         method="Powell",
         options={"maxfev": evals, "xtol": 1e-3, "ftol": 1e-5},
@@ -76,25 +78,26 @@ def main() -> None:
         cals["floor, Powell"] = powell(shipped, fit_rows, args.powell_evals)
         print(f"  [Powell {time.time() - t0:5.0f} s] done", flush=True)
 
+    # scored as `tenfold validate training` scores them
+    scores = {label: validate_training(calibration=cal).mape_by_split for label, cal in cals.items()}
     print(f"\n{len(fit_rows)} fit rows, {len(hold)} hold-out rows; target in-sample MAPE <= 6 %\n")
     print(f"{'calibration':38s} {'in-sample MAPE':>15s} {'hold-out MAPE':>14s}")
-    for label, cal in cals.items():
-        print(f"{label:38s} {mape(cal, fit_rows):15.2%} {mape(cal, hold):14.2%}")
+    for label, by_split in scores.items():
+        print(f"{label:38s} {by_split['fit']:15.2%} {by_split['holdout']:14.2%}")
 
     names = shipped.free_names()
     print("\nparameters that moved by more than 5 % from the shipped values:")
     base = {n: parameter_value(shipped, n) for n in names}
     for label, cal in list(cals.items())[1:]:
+        now = {n: parameter_value(cal, n) for n in names}
         moved = [
-            f"{n} {base[n]:.3g} -> {parameter_value(cal, n):.3g}"
-            for n in names
-            if abs(parameter_value(cal, n) - base[n]) > 0.05 * abs(base[n])
+            f"{n} {base[n]:.3g} -> {now[n]:.3g}" for n in names if abs(now[n] - base[n]) > 0.05 * abs(base[n])
         ]
         print(f"  {label}: " + ("; ".join(moved) or "none"))
 
-    floor = min(list(cals.items())[1:], key=lambda kv: mape(kv[1], fit_rows))
-    print(f"\nlargest in-sample errors at the lower floor ({floor[0]}):")
-    errs = sorted(((predict_case(c, floor[1]).error, c.id) for c in fit_rows), key=lambda e: -abs(e[0]))
+    floor = min(list(cals)[1:], key=lambda label: scores[label]["fit"])
+    print(f"\nlargest in-sample errors at the lower floor ({floor}):")
+    errs = sorted(((predict_case(c, cals[floor]).error, c.id) for c in fit_rows), key=lambda e: -abs(e[0]))
     for err, row in errs[:10]:
         print(f"  {err:+7.1%}  {row}")
 
