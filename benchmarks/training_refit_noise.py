@@ -24,11 +24,9 @@ import time
 import numpy as np
 
 from tenfold.perf.calibration import load_calibration
-from tenfold.perf.validation.crossval import DEFAULT_PENALTY, physical_prior
+from tenfold.perf.validation.crossval import DEFAULT_PENALTY, FIT_ITERS, FIT_RESTARTS, physical_prior
 from tenfold.perf.validation.fit import fit_calibration
 from tenfold.perf.validation.training import load_cases, validate_training
-
-ITERS, RESTARTS = 300, 2  # crossval's defaults: the procedure that fits the shipped calibration
 
 
 def refit(seed: int, sigma: float) -> dict[str, float]:
@@ -40,7 +38,12 @@ def refit(seed: int, sigma: float) -> dict[str, float]:
         x = prior.to_vector()
         start = prior.from_vector(x + np.random.default_rng(seed).normal(0.0, sigma, size=x.shape))
     cal = fit_calibration(
-        load_cases(), start=start, prior=prior, penalty=DEFAULT_PENALTY, iters=ITERS, restarts=RESTARTS
+        load_cases(),
+        start=start,
+        prior=prior,
+        penalty=DEFAULT_PENALTY,
+        iters=FIT_ITERS,
+        restarts=FIT_RESTARTS,
     )
     report = validate_training(calibration=cal)
     return {
@@ -61,8 +64,10 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
 
     t0 = time.time()
-    workers = f"{args.workers} workers"
-    print(f"{len(seeds)} fits of the shipped model, start sigma {args.sigma}, {workers}", flush=True)
+    print(
+        f"{len(seeds)} fits of the shipped model, start sigma {args.sigma}, {args.workers} workers",
+        flush=True,
+    )
     jobs = [(s, args.sigma) for s in seeds]
     with multiprocessing.get_context("fork").Pool(args.workers) as pool:
         results = sorted(pool.starmap(refit, jobs), key=lambda r: r["seed"])
