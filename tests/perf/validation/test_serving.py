@@ -13,6 +13,7 @@ import pytest
 
 from tenfold.perf.validation.serving import (
     EXTENSION_COLUMNS,
+    case_from_row,
     default_runs_path,
     load_cases,
     validate_inference,
@@ -117,6 +118,15 @@ def test_research_schema_without_extension_columns_still_works(tmp_path):
     assert "infeasible" in reasons["too-big"] and "GiB" in reasons["too-big"]
     assert len(rep.rows) == len(keep)
     assert all(any("engine_preset=trtllm" in a for a in r.assumed) for r in rep.rows)
+
+
+def test_an_assumption_on_no_column_is_a_row_error():
+    """The serving rows share the training rows' check (rows.fill_assumptions): a key on no column is the
+    row's error, named."""
+    with open(default_runs_path(), newline="") as fh:
+        row = next(csv.DictReader(fh))
+    case = case_from_row({**row, "assumptions": "kv_precison=fp8 (a typo)"})
+    assert case.reason == "assumptions: 'kv_precison' is not a column"
 
 
 def test_row_assumptions_are_reported():

@@ -146,6 +146,17 @@ def test_research_schema_without_extension_columns_still_works(tmp_path):
     assert len(rep.rows) == 5
 
 
+def test_an_assumption_on_no_column_is_a_row_error():
+    """An `assumptions` key that names no column would change nothing (a typo, or prose with an '=' in
+    it): the row is not predicted and the reason names the key; a real column is filled and reported."""
+    row = next(r for r in _csv_rows() if r["id"] == "opt-175b-a100x992")
+    bad = case_from_row({**row, "assumptions": "global_batch_seqs=992; 124 ranks x 8 = 992"})
+    assert bad.reason == "assumptions: '124 ranks x 8' is not a column"
+    good = case_from_row({**row, "assumptions": "global_batch_seqs=992; micro_batch=4 (a launcher)"})
+    assert not good.reason and "micro_batch=4 (assumptions column)" in good.assumed
+    assert {lay.micro_batch for lay in good.candidates} == {4}
+
+
 def test_two_published_layouts_on_one_gpu_rank_as_measured(report):
     """DeepSeek-V3 on 256 DGX B200: 26.04 ran EP8 inside each node (PP16, 2815 tok/s); 26.04.01 spread EP32
     over four nodes with DeepEP and all-to-all overlap (PP8 VP2, 3328 tok/s). The model must order them the

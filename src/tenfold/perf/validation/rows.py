@@ -83,6 +83,20 @@ def parse_assumptions(text: str) -> dict[str, str]:
     return out
 
 
+def fill_assumptions(
+    row: dict[str, str], *, blank: tuple[str, ...] = ("",)
+) -> tuple[dict[str, str], list[str], str]:
+    """The row with each `blank` cell its `assumptions` column names filled in, a note per cell filled, and
+    '' or the reason the column is bad: a key that names no column would change nothing (a typo, or prose
+    with an '=' in it), so it is an error rather than a silent no-op."""
+    given = parse_assumptions(row.get("assumptions", ""))
+    unknown = [k for k in given if k not in row]
+    if unknown:
+        return row, [], f"assumptions: {', '.join(map(repr, unknown))} is not a column"
+    filled = {k: v for k, v in given.items() if (row.get(k) or "").strip() in blank}
+    return {**row, **filled}, [f"{k}={v} (assumptions column)" for k, v in filled.items()], ""
+
+
 def read_rows(path: str | Path, required: tuple[str, ...]) -> list[dict[str, str]]:
     """A validation CSV's rows as dicts; ValueError naming the file and the missing columns."""
     with open(path, newline="") as fh:

@@ -48,7 +48,7 @@ from tenfold.perf.specs.hardware import list_hardware
 from tenfold.perf.uncertainty import serving_group_key
 from tenfold.perf.validation.cvresults import attach_cv, read_cv
 from tenfold.perf.validation.rows import choice_reason as one_of
-from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model, row_origin
+from tenfold.perf.validation.rows import fill_assumptions, int_cell, read_rows, row_model, row_origin
 from tenfold.perf.validation.training import (
     RowResult,
     ValidationReport,
@@ -156,11 +156,9 @@ def case_from_row(row: dict[str, str]) -> ServingCase:
         return ServingCase(**head, reason=f"a {role} worker's row measures {allowed}, not {head['metric']}")
     if head["gpu"] not in list_hardware():
         return ServingCase(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
-    assumed: list[str] = []
-    for key, value in parse_assumptions(row.get("assumptions", "")).items():
-        if _cell(row, key) in ("", "auto"):
-            row = {**row, key: value}
-            assumed.append(f"{key}={value} (assumptions column)")
+    row, assumed, why = fill_assumptions(row, blank=("", "auto"))
+    if why:
+        return ServingCase(**head, reason=why)
     for key, why in (
         ("input_len", "input_len is empty (variable-length dataset: its length statistics are needed)"),
         ("output_len", "output_len is empty: decode throughput depends on the generated length"),

@@ -49,7 +49,7 @@ from tenfold.perf.uncertainty import group_key
 from tenfold.perf.validation import rows as row_csv
 from tenfold.perf.validation.cvresults import attach_cv, read_cv
 from tenfold.perf.validation.rows import choice_reason as one_of
-from tenfold.perf.validation.rows import int_cell, parse_assumptions, read_rows, row_model, row_origin
+from tenfold.perf.validation.rows import fill_assumptions, int_cell, read_rows, row_model, row_origin
 
 METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "time_to_train_min")
 FLOP_RATE_METRICS = ("tflops_per_gpu", "mfu")
@@ -250,12 +250,9 @@ def case_from_row(row: dict[str, str]) -> TrainingCase:
         return TrainingCase(**head, reason=bad)
     if head["gpu"] not in list_hardware():
         return TrainingCase(**head, reason=f"GPU {head['gpu']!r} is not in the hardware catalog")
-    assumed: list[str] = []
-    given = parse_assumptions(row.get("assumptions", ""))
-    for key, value in given.items():
-        if not (row.get(key) or "").strip():
-            row = {**row, key: value}
-            assumed.append(f"{key}={value} (assumptions column)")
+    row, assumed, why = fill_assumptions(row)
+    if why:
+        return TrainingCase(**head, reason=why)
     model, why, notes = row_model(row)
     assumed += notes
     if model is None:
