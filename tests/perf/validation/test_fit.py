@@ -147,16 +147,17 @@ def test_inference_held_out_split():
 
 
 def test_calibrate_names_rows_whose_unstated_fields_move_them_widely():
-    """OPT states no FLOP count: its prediction spans the three conventions (model, PaLM's, hardware with
-    recomputation), far more than WIDE_RANGE, so a user calibration on it is warned; a Megatron-Bridge row
-    that states every field is not named."""
+    """Narayanan et al.'s GPT-3 run on 1,536 GPUs states neither micro-batch nor VP: its prediction spans
+    the plans they allow, far more than WIDE_RANGE, so a user calibration on it is warned; a Megatron-Bridge
+    row that states every field is not named."""
     cases = {c.id: c for c in load_cases()}
     cal = load_calibration()
-    opt = predict_case(cases["opt-175b-a100x992"], cal)
+    wide = predict_case(cases["nara21-ptdp-gpt3-175b-a100x1536"], cal)
     stated = predict_case(cases["mbridge-llama3-70b-h100-fp8"], cal)
-    assert opt.predicted_range[1] / opt.predicted_range[0] > WIDE_RANGE
-    (warning,) = wide_range_warnings([opt, stated])
-    assert warning.startswith("1 row(s) leave fields unstated") and "opt-175b-a100x992 (" in warning
+    assert wide.predicted_range[1] / wide.predicted_range[0] > WIDE_RANGE
+    (warning,) = wide_range_warnings([wide, stated])
+    assert warning.startswith("1 row(s) leave fields unstated")
+    assert "nara21-ptdp-gpt3-175b-a100x1536 (" in warning
     assert "mbridge-llama3-70b-h100-fp8" not in warning
     assert wide_range_warnings([stated]) == []
 

@@ -223,7 +223,11 @@ def _megatron_deepspeed_2021() -> Stack:
 
 @_register
 def _metaseq_2022() -> Stack:
-    """metaseq (OPT-175B): Megatron TP inside FSDP with prefetching; unfused attention."""
+    """metaseq (OPT-175B): Megatron TP inside FSDP with prefetching; unfused attention.
+
+    Unset recomputation is full: metaseq's OPT launcher always passes `--checkpoint-activations`
+    (metaseq/launcher/opt_baselines.py, https://github.com/facebookresearch/metaseq). Its micro-batch is
+    the whole per-rank batch (`--update-freq 1`), which depends on the global batch, so a row states it."""
     return Stack(
         name="metaseq-2022",
         flash_attention=False,
@@ -232,6 +236,7 @@ def _metaseq_2022() -> Stack:
         balanced_stages=False,
         grad_reduce_bytes=2.0,
         default_zero=3,
+        default_recompute="full",
     )
 
 
