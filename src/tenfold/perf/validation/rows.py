@@ -86,9 +86,10 @@ def parse_assumptions(text: str) -> dict[str, str]:
 def fill_assumptions(
     row: dict[str, str], *, blank: tuple[str, ...] = ("",)
 ) -> tuple[dict[str, str], list[str], str]:
-    """The row with each `blank` cell its `assumptions` column names filled in, a note per cell filled, and
-    '' or the reason the column is bad: a key that names no column would change nothing (a typo, or prose
-    with an '=' in it), so it is an error rather than a silent no-op."""
+    """Fill a row's `blank` cells from its `assumptions` column ('key=value (why); ...').
+
+    Returns the filled row, a note per filled cell, and '' or the reason the column is bad: a key that names
+    no column would change nothing (a typo, or prose with an '=' in it), so it is an error, not a no-op."""
     given = parse_assumptions(row.get("assumptions", ""))
     unknown = [k for k in given if k not in row]
     if unknown:
